@@ -1,0 +1,67 @@
+"""crawlq: a durable job queue made for web scraping and crawling.
+
+Start with ``App``: ``app = crawlq.App("sqlite:///jobs.db")``, ``@app.task``, then
+``task.schedule(...)`` and ``crawlq worker --app module:app``.
+"""
+
+from __future__ import annotations
+
+from crawlq.app import App
+from crawlq.config import WorkerSettings
+from crawlq.context import JobContext
+from crawlq.exceptions import (
+    ConfigurationError,
+    CrawlqError,
+    Discard,
+    PayloadError,
+    Retry,
+    Snooze,
+    StoreError,
+    StoreUnavailable,
+    TaskControl,
+    TaskNotFound,
+)
+from crawlq.jobs import (
+    ConflictPolicy,
+    Job,
+    JobSpec,
+    JobState,
+    Outcome,
+    QueueStats,
+    ScheduleResult,
+)
+from crawlq.retry import Backoff
+from crawlq.stores import Store, open_store
+from crawlq.tasks import Task, TaskOptions
+from crawlq.worker import Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "App",
+    "Backoff",
+    "ConfigurationError",
+    "ConflictPolicy",
+    "CrawlqError",
+    "Discard",
+    "Job",
+    "JobContext",
+    "JobSpec",
+    "JobState",
+    "Outcome",
+    "PayloadError",
+    "QueueStats",
+    "Retry",
+    "ScheduleResult",
+    "Snooze",
+    "Store",
+    "StoreError",
+    "StoreUnavailable",
+    "Task",
+    "TaskControl",
+    "TaskNotFound",
+    "TaskOptions",
+    "Worker",
+    "WorkerSettings",
+    "open_store",
+]

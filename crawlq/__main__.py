@@ -1,0 +1,7 @@
+"""``python -m crawlq`` runs the command line."""
+
+from __future__ import annotations
+
+from crawlq.cli import main
+
+main()

@@ -1,0 +1,79 @@
+"""Settings objects, their defaults, and store-URL parsing. The library never reads
+environment variables: the CLI maps them into these objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, urlsplit
+
+from crawlq.exceptions import ConfigurationError
+
+DEFAULT_STORE_URL = "sqlite:///crawlq.db"
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_LEASE_SECONDS = 30.0
+DEFAULT_MAX_PAYLOAD_BYTES = 512 * 1024
+DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0
+DEFAULT_CONCURRENCY = 8
+DEFAULT_SHUTDOWN_GRACE = 30.0
+DEFAULT_POLL_TIMEOUT = 1.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoreURL:
+    """A parsed store URL: ``scheme://location?option=value``."""
+
+    scheme: str
+    location: str
+    options: dict[str, str]
+
+
+def parse_store_url(url: str) -> StoreURL:
+    """Split a store URL. ``sqlite:///jobs.db`` is a relative path, ``sqlite:////abs`` an
+    absolute one."""
+    parts = urlsplit(url)
+    if not parts.scheme:
+        raise ConfigurationError(f"store URL {url!r} has no scheme: use sqlite:///path/to/jobs.db")
+    scheme = parts.scheme.lower()
+    options = dict(parse_qsl(parts.query, keep_blank_values=True))
+    if scheme == "sqlite":
+        if parts.netloc:
+            raise ConfigurationError(
+                f"store URL {url!r} names a host; SQLite URLs have three slashes: "
+                "sqlite:///relative/path.db or sqlite:////absolute/path.db"
+            )
+        location = parts.path[1:] if parts.path.startswith("/") else parts.path
+        return StoreURL(scheme=scheme, location=location, options=options)
+    return StoreURL(scheme=scheme, location=url.split("?", 1)[0], options=options)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkerSettings:
+    """How a worker runs.
+
+    - ``queues``: the queues to take jobs from (default: every queue of the app's tasks).
+    - ``concurrency``: slots, i.e. jobs running at once (default 8).
+    - ``prefetch``: extra jobs claimed ahead of free slots, held leased (default 0).
+    - ``shutdown_grace``: seconds running jobs get to finish after SIGTERM (default 30).
+    - ``poll_timeout``: longest wait between two claims when idle (default 1 s; stores
+      with notifications wake up sooner).
+    - ``burst``: exit when no job is due and none is running.
+    - ``retention``: seconds done and cancelled jobs are kept before pruning (7 days).
+    """
+
+    queues: tuple[str, ...] = ()
+    concurrency: int = DEFAULT_CONCURRENCY
+    prefetch: int = 0
+    shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
+    poll_timeout: float = DEFAULT_POLL_TIMEOUT
+    burst: bool = False
+    retention: float = DEFAULT_RETENTION_SECONDS
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ConfigurationError(f"concurrency must be at least 1, not {self.concurrency}")
+        if self.prefetch < 0:
+            raise ConfigurationError(f"prefetch must be 0 or more, not {self.prefetch}")
+        if self.shutdown_grace < 0:
+            raise ConfigurationError("shutdown_grace must be 0 or more seconds")
+        if self.poll_timeout <= 0:
+            raise ConfigurationError("poll_timeout must be a positive number of seconds")

@@ -1,0 +1,63 @@
+"""The job context: the first argument of every task."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from crawlq.jobs import Job, JobSpec
+
+if TYPE_CHECKING:
+    from crawlq.app import App
+    from crawlq.tasks import Task
+
+
+@dataclass(kw_only=True)
+class JobContext:
+    """What a running task knows about its job, and how it schedules follow-ups.
+
+    ``ctx.schedule(...)`` does not write at once: the jobs it names are scheduled in the
+    same transaction that records this job as done. A job that fails, crashes or loses
+    its lease schedules nothing, and a retried job does not add its children twice.
+    """
+
+    job: Job
+    app: App
+    worker_id: str
+    log: logging.LoggerAdapter[logging.Logger]
+    children: list[JobSpec] = field(default_factory=list)
+
+    @property
+    def job_id(self) -> int:
+        return self.job.id
+
+    @property
+    def attempt(self) -> int:
+        """This attempt's number, from 1."""
+        return self.job.attempts
+
+    @property
+    def queue(self) -> str:
+        return self.job.queue
+
+    @property
+    def key(self) -> str | None:
+        return self.job.key
+
+    def schedule(
+        self,
+        task: Task[Any, Any] | str,
+        *args: Any,
+        delay: float | None = None,
+        at: datetime | float | None = None,
+        key: str | None = None,
+        priority: int | None = None,
+        **kwargs: Any,
+    ) -> JobSpec:
+        """Schedule a follow-up job when this one completes; returns its spec."""
+        target = self.app.get_task(task) if isinstance(task, str) else task
+        spec = target.spec_for(args, kwargs, delay=delay, at=at, key=key, priority=priority)
+        self.children.append(spec)
+        return spec

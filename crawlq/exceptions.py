@@ -1,0 +1,77 @@
+"""The one exception hierarchy of crawlq.
+
+A subclass's docstring is its default message::
+
+    CrawlqError
+    ├── ConfigurationError      bad settings, an unknown store URL, a missing driver
+    ├── PayloadError            arguments that are not JSON, or too large
+    ├── TaskNotFound            a job names a task this app does not know
+    └── StoreError              anything that went wrong inside a store
+        └── StoreUnavailable    the store cannot be reached or stayed locked too long
+
+Task control flow is kept apart from failures: ``Retry``, ``Discard`` and ``Snooze``
+derive from ``TaskControl``, not from ``CrawlqError``; a task raises them to tell the
+worker what to do with the current attempt.
+"""
+
+from __future__ import annotations
+
+
+class CrawlqError(Exception):
+    """A crawlq error."""
+
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message or (type(self).__doc__ or "").strip())
+
+
+class ConfigurationError(CrawlqError):
+    """The configuration is not valid."""
+
+
+class PayloadError(CrawlqError, TypeError):
+    """Task arguments must be JSON values (None, bool, int, float, str, list, dict)."""
+
+
+class TaskNotFound(CrawlqError):
+    """The job names a task that is not registered on this app."""
+
+
+class StoreError(CrawlqError):
+    """The store failed to carry out an operation."""
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be reached, or stayed busy for too long."""
+
+
+class TaskControl(Exception):
+    """Raised by a task to steer what happens to its current attempt."""
+
+
+class Retry(TaskControl):
+    """Fail this attempt and run the job again after ``delay`` seconds.
+
+    The attempt counts towards ``max_attempts``; with none left the job goes to the
+    dead-letter queue. ``delay=None`` uses the task's backoff policy.
+    """
+
+    def __init__(self, delay: float | None = None, reason: str = "retry requested") -> None:
+        super().__init__(reason)
+        self.delay = delay
+        self.reason = reason
+
+
+class Discard(TaskControl):
+    """Send the job straight to the dead-letter queue, with no further attempts."""
+
+    def __init__(self, reason: str = "discarded by the task") -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Snooze(TaskControl):
+    """Put the job back for ``delay`` seconds; this attempt is not counted."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        super().__init__(f"snoozed for {delay} s")
+        self.delay = delay

@@ -1,0 +1,156 @@
+"""Jobs: what is scheduled (``JobSpec``), what is stored (``Job``) and their states.
+
+The life of a job::
+
+                 schedule               claim (lease)            complete
+      (none) ───────────▶ pending ───────────────────▶ running ───────────▶ done
+                            ▲  ▲                         │  │
+           retry (backoff)  │  └─── release (shutdown) ──┘  │ fail, attempts left
+                            └───────────────────────────────┘
+                                                            │ fail, none left / discard
+                                                            ▼
+                                    requeue ◀───────────  dead
+      pending/running ── cancel ──▶ cancelled
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import NamedTuple
+
+from crawlq.types import JobId, JSONValue, Timestamp
+
+
+class JobState(StrEnum):
+    """Where a job is in its life."""
+
+    PENDING = "pending"
+    """Waiting to run: due now (run_at <= now) or scheduled for later."""
+    RUNNING = "running"
+    """Leased by a worker, which must heartbeat and then complete, fail or release it."""
+    DONE = "done"
+    """Finished successfully; kept for the retention period, then pruned."""
+    DEAD = "dead"
+    """In the dead-letter queue: out of attempts, discarded, or its lease expired last."""
+    CANCELLED = "cancelled"
+    """Cancelled by a user before it finished; kept for the retention period."""
+
+
+LIVE_STATES = frozenset({JobState.PENDING, JobState.RUNNING})
+"""States in which a job holds its unique key."""
+
+FINISHED_STATES = frozenset({JobState.DONE, JobState.DEAD, JobState.CANCELLED})
+
+
+class ConflictPolicy(StrEnum):
+    """What scheduling a key that is already live does to the pending job."""
+
+    REPLACE = "replace"
+    """The pending job takes the new run_at, priority and arguments."""
+    KEEP = "keep"
+    """The pending job is left as it is."""
+    EARLIEST = "earliest"
+    """run_at becomes the earlier of the two, priority the higher."""
+
+
+class Outcome(StrEnum):
+    """What a schedule request did."""
+
+    CREATED = "created"
+    """A new pending job."""
+    UPDATED = "updated"
+    """The live pending job with this key was changed by the conflict policy."""
+    UNCHANGED = "unchanged"
+    """A job with this key was live and the policy left it as it was."""
+    DEFERRED = "deferred"
+    """The job with this key is running: the request is remembered (one per key) and
+    becomes a pending job when the running one ends."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobSpec:
+    """One job to schedule. Arguments must already be valid JSON values."""
+
+    queue: str
+    task: str
+    args: list[JSONValue] = field(default_factory=list)
+    kwargs: dict[str, JSONValue] = field(default_factory=dict)
+    key: str | None = None
+    priority: int = 0
+    delay: float = 0.0
+    """Seconds after the store's now; ignored when ``run_at`` is given."""
+    run_at: Timestamp | None = None
+    max_attempts: int = 3
+    lease_seconds: float = 30.0
+    timeout: float | None = None
+    on_conflict: ConflictPolicy = ConflictPolicy.REPLACE
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Job:
+    """A job as the store holds it."""
+
+    id: JobId
+    queue: str
+    task: str
+    args: list[JSONValue]
+    kwargs: dict[str, JSONValue]
+    key: str | None
+    priority: int
+    run_at: Timestamp
+    state: JobState
+    attempts: int
+    max_attempts: int
+    lease_seconds: float
+    timeout: float | None
+    worker_id: str | None
+    lease_token: str | None
+    lease_expires_at: Timestamp | None
+    last_error: str | None
+    dead_reason: str | None
+    result: JSONValue
+    created_at: Timestamp
+    started_at: Timestamp | None
+    finished_at: Timestamp | None
+
+    @property
+    def lease(self) -> Lease:
+        """The lease this job was claimed with (only meaningful while running)."""
+        return Lease(self.id, self.lease_token or "")
+
+
+class Lease(NamedTuple):
+    """Proof of a claim: a job id and the token its claim issued."""
+
+    job_id: JobId
+    token: str
+
+
+class ScheduleResult(NamedTuple):
+    """The answer to one schedule request."""
+
+    job_id: JobId
+    outcome: Outcome
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class QueueStats:
+    """Counts of one queue, read without scanning its jobs."""
+
+    queue: str
+    due: int
+    """Pending jobs with run_at <= now (the past-due count)."""
+    scheduled: int
+    """Pending jobs with run_at > now."""
+    running: int
+    done: int
+    dead: int
+    cancelled: int
+    oldest_due_age: float | None
+    """Seconds since the run_at of the oldest due job, or None if none is due."""
+    done_last_minute: int
+
+    @property
+    def pending(self) -> int:
+        return self.due + self.scheduled

@@ -1,0 +1,70 @@
+"""Task arguments: JSON values only, checked and sized at schedule time."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from crawlq.exceptions import PayloadError
+from crawlq.types import JSONValue
+
+
+def _check(value: Any, where: str) -> None:
+    if value is None or isinstance(value, bool | int | str):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise PayloadError(f"{where} is {value!r}; JSON has no NaN or infinity")
+        return
+    if isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _check(item, f"{where}[{i}]")
+        return
+    if isinstance(value, dict):
+        for k, item in value.items():
+            if not isinstance(k, str):
+                raise PayloadError(
+                    f"{where} has the key {k!r} of type {type(k).__name__}; JSON object keys "
+                    "must be strings: convert it with str()"
+                )
+            _check(item, f"{where}[{k!r}]")
+        return
+    raise PayloadError(
+        f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which is not "
+        "JSON: pass None, bool, int, float, str, list or dict (e.g. a URL as str, a date "
+        "as an ISO string); crawlq never pickles"
+    )
+
+
+def encode_arguments(
+    task: str,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    *,
+    names: Sequence[str] = (),
+    max_bytes: int,
+) -> tuple[list[JSONValue], dict[str, JSONValue]]:
+    """Check that arguments are JSON and fit ``max_bytes`` once encoded; return them as
+    lists and dicts. Errors name the task and the argument."""
+    for i, value in enumerate(args):
+        label = names[i] if i < len(names) else f"#{i}"
+        _check(value, f"argument {label!r} of task {task!r}")
+    for name, value in kwargs.items():
+        _check(value, f"argument {name!r} of task {task!r}")
+    plain_args: list[JSONValue] = json.loads(json.dumps(list(args)))
+    plain_kwargs: dict[str, JSONValue] = json.loads(json.dumps(dict(kwargs)))
+    size = len(json.dumps([plain_args, plain_kwargs], separators=(",", ":")).encode())
+    if size > max_bytes:
+        labels = [names[i] if i < len(names) else f"#{i}" for i in range(len(args))]
+        sizes = {label: len(json.dumps(v)) for label, v in zip(labels, args, strict=True)}
+        sizes.update({k: len(json.dumps(v)) for k, v in kwargs.items()})
+        biggest = max(sizes, key=lambda k: sizes[k])
+        raise PayloadError(
+            f"the arguments of task {task!r} take {size} bytes as JSON, over the limit of "
+            f"{max_bytes}; the largest is {biggest!r} ({sizes[biggest]} bytes). Store large "
+            "data elsewhere (a file, object storage) and pass its location, or raise "
+            "App(max_payload_bytes=...)"
+        )
+    return plain_args, plain_kwargs

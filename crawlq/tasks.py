@@ -1,0 +1,151 @@
+"""The ``@app.task`` decorator's product: a ``Task`` that knows how to schedule itself."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from crawlq.config import DEFAULT_LEASE_SECONDS, DEFAULT_MAX_ATTEMPTS
+from crawlq.exceptions import ConfigurationError
+from crawlq.jobs import ConflictPolicy, JobSpec, ScheduleResult
+from crawlq.retry import Backoff
+
+if TYPE_CHECKING:
+    from crawlq.app import App
+    from crawlq.context import JobContext
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskOptions:
+    """A task's settings; each can be given to ``@app.task(...)``.
+
+    - ``queue``: the queue its jobs go to (default: the task's name).
+    - ``max_attempts``: attempts before the dead-letter queue (default 3).
+    - ``backoff``: a ``Backoff``, or a number of seconds as its base (default Backoff()).
+    - ``lease``: seconds a claim holds the job between heartbeats (default 30).
+    - ``timeout``: seconds an attempt may run before it fails with reason ``timeout``.
+    - ``on_conflict``: ``replace`` (default), ``keep`` or ``earliest``, for unique keys.
+    - ``priority``: default priority of its jobs; higher runs first (default 0).
+    """
+
+    queue: str
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    backoff: Backoff = field(default_factory=Backoff)
+    lease: float = DEFAULT_LEASE_SECONDS
+    timeout: float | None = None
+    on_conflict: ConflictPolicy = ConflictPolicy.REPLACE
+    priority: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.queue:
+            raise ConfigurationError("a task's queue name must not be empty")
+        if self.max_attempts < 1:
+            raise ConfigurationError(f"max_attempts must be at least 1, not {self.max_attempts}")
+        if self.lease <= 0:
+            raise ConfigurationError(f"lease must be positive seconds, not {self.lease}")
+        if self.timeout is not None and self.timeout <= 0:
+            raise ConfigurationError(f"timeout must be positive seconds, not {self.timeout}")
+
+
+def make_options(name: str, raw: Mapping[str, Any]) -> TaskOptions:
+    """Build TaskOptions from decorator keywords, with errors that name the task."""
+    known = set(TaskOptions.__dataclass_fields__)
+    unknown = set(raw) - known
+    if unknown:
+        raise ConfigurationError(
+            f"unknown option(s) {sorted(unknown)} for task {name!r}: known are {sorted(known)}"
+        )
+    values = dict(raw)
+    values.setdefault("queue", name)
+    backoff = values.get("backoff")
+    if isinstance(backoff, int | float):
+        values["backoff"] = Backoff(base=float(backoff))
+    if "on_conflict" in values:
+        try:
+            values["on_conflict"] = ConflictPolicy(values["on_conflict"])
+        except ValueError:
+            raise ConfigurationError(
+                f"on_conflict={values['on_conflict']!r} for task {name!r}: use one of "
+                + ", ".join(p.value for p in ConflictPolicy)
+            ) from None
+    return TaskOptions(**values)
+
+
+class Task(Generic[P, R]):
+    """A registered task. Call it to run the function directly; ``schedule`` to queue it.
+
+    The function's first parameter is the job context; the others are its arguments,
+    which must be JSON values.
+    """
+
+    def __init__(self, app: App, fn: Callable[..., R], name: str, options: TaskOptions) -> None:
+        self.app = app
+        self.fn = fn
+        self.name = name
+        self.options = options
+        params = list(inspect.signature(fn).parameters.values())[1:]
+        self.arg_names: tuple[str, ...] = tuple(p.name for p in params)
+        self.is_async = inspect.iscoroutinefunction(fn)
+
+    def __repr__(self) -> str:
+        return f"<Task {self.name} queue={self.options.queue}>"
+
+    def __call__(self, ctx: JobContext, *args: Any, **kwargs: Any) -> R:
+        return self.fn(ctx, *args, **kwargs)
+
+    def spec(
+        self,
+        *args: Any,
+        delay: float | None = None,
+        at: datetime | float | None = None,
+        key: str | None = None,
+        priority: int | None = None,
+        **kwargs: Any,
+    ) -> JobSpec:
+        """The JobSpec for one call: checked, encoded, not yet scheduled."""
+        return self.spec_for(args, kwargs, delay=delay, at=at, key=key, priority=priority)
+
+    def spec_for(
+        self,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        delay: float | None = None,
+        at: datetime | float | None = None,
+        key: str | None = None,
+        priority: int | None = None,
+    ) -> JobSpec:
+        """Like ``spec``, with arguments passed as a list and a dict (no name clashes)."""
+        return self.app.build_spec(
+            self, args, kwargs or {}, delay=delay, at=at, key=key, priority=priority
+        )
+
+    def schedule(
+        self,
+        *args: Any,
+        delay: float | None = None,
+        at: datetime | float | None = None,
+        key: str | None = None,
+        priority: int | None = None,
+        **kwargs: Any,
+    ) -> ScheduleResult:
+        """Schedule one job. ``delay`` (seconds) or ``at`` (a datetime or epoch seconds)
+        sets when it is due; ``key`` makes it unique in its queue (see ``on_conflict``)."""
+        spec = self.spec_for(args, kwargs, delay=delay, at=at, key=key, priority=priority)
+        return self.app.schedule_many([spec])[0]
+
+    def delay(self, *args: Any, **kwargs: Any) -> ScheduleResult:
+        """Schedule one job now, Celery style: every keyword goes to the task."""
+        return self.app.schedule_many([self.spec_for(args, kwargs)])[0]
+
+    def schedule_many(
+        self, calls: Sequence[Sequence[Any]], *, delay: float | None = None
+    ) -> list[ScheduleResult]:
+        """Schedule one job per argument list, in one transaction."""
+        return self.app.schedule_many([self.spec_for(a, delay=delay) for a in calls])

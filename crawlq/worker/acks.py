@@ -1,0 +1,113 @@
+"""The acker: reports finished attempts to the store in batches, and never drops one."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from crawlq.exceptions import StoreError
+from crawlq.stores.base import Completion, Failure, Release, Store
+from crawlq.worker.execute import Outcome
+
+logger = logging.getLogger("crawlq.worker")
+
+MAX_BATCH = 512
+RETRY_DELAYS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
+
+
+class Acker:
+    """A thread that takes outcomes, groups what is waiting into one call per kind, and
+    retries a call the store could not take until it succeeds or ``stop(now=True)``."""
+
+    def __init__(self, store: Store, on_flushed: Callable[[], None]) -> None:
+        self._store = store
+        self._on_flushed = on_flushed
+        self._queue: queue.SimpleQueue[Outcome | None] = queue.SimpleQueue()
+        self._idle = threading.Event()
+        self._idle.set()
+        self._abort = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="crawlq-acker", daemon=True)
+        self.stale = 0
+        """Outcomes the store refused because the lease was no longer ours."""
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def put(self, outcome: Outcome) -> None:
+        self._idle.clear()
+        self._queue.put(outcome)
+
+    @property
+    def idle(self) -> bool:
+        """True when every outcome put so far has been recorded."""
+        return self._idle.is_set() and self._queue.empty()
+
+    def stop(self, *, now: bool = False) -> None:
+        """Flush what is queued (unless ``now``), then end the thread."""
+        if now:
+            self._abort.set()
+        self._queue.put(None)
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            first = self._queue.get()
+            batch: list[Outcome] = [] if first is None else [first]
+            ending = first is None
+            while len(batch) < MAX_BATCH:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    ending = True
+                else:
+                    batch.append(item)
+            if batch:
+                self._flush(batch)
+            if self._queue.empty():
+                self._idle.set()
+            self._on_flushed()
+            if ending:
+                return
+
+    def _flush(self, batch: Sequence[Outcome]) -> None:
+        completions = [o for o in batch if isinstance(o, Completion)]
+        failures = [o for o in batch if isinstance(o, Failure)]
+        releases = [o for o in batch if isinstance(o, Release)]
+        groups: tuple[tuple[str, Sequence[Outcome], Callable[[Any], list[bool]]], ...] = (
+            ("complete", completions, self._store.job_complete),
+            ("fail", failures, self._store.job_fail),
+            ("release", releases, self._store.job_release),
+        )
+        for kind, items, call in groups:
+            if items:
+                applied = self._call_until_done(kind, call, items)
+                for item, ok in zip(items, applied, strict=False):
+                    if not ok:
+                        self.stale += 1
+                        logger.warning(
+                            "the store refused to %s job %s: its lease was no longer ours "
+                            "(expired, cancelled or claimed again)",
+                            kind,
+                            item.lease.job_id,
+                        )
+
+    def _call_until_done(
+        self, kind: str, call: Callable[[Any], list[bool]], items: Sequence[Outcome]
+    ) -> list[bool]:
+        attempt = 0
+        while True:
+            try:
+                return call(items)
+            except StoreError as exc:
+                if self._abort.is_set():
+                    logger.error("gave up reporting a %s at shutdown: %s", kind, exc)
+                    return []
+                delay = RETRY_DELAYS[min(attempt, len(RETRY_DELAYS) - 1)]
+                logger.warning("could not %s jobs, retrying in %.2f s: %s", kind, delay, exc)
+                self._abort.wait(delay)
+                attempt += 1

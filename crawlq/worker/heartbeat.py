@@ -1,0 +1,62 @@
+"""Heartbeats: keep the leases of running jobs alive, and notice the ones we lost."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from crawlq.exceptions import StoreError
+from crawlq.jobs import Lease
+from crawlq.stores.base import Store
+
+logger = logging.getLogger("crawlq.worker")
+
+
+class Heartbeat:
+    """A thread that extends every held lease about three times per lease period.
+
+    ``leases()`` gives the held leases and the shortest lease period among them;
+    ``on_lost(job_id)`` is told of each lease the store no longer honours.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        leases: Callable[[], tuple[list[Lease], float]],
+        on_lost: Callable[[int], None],
+    ) -> None:
+        self._store = store
+        self._leases = leases
+        self._on_lost = on_lost
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="crawlq-heartbeat", daemon=True)
+        self.last_success = time.monotonic()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while True:
+            held, period = self._leases()
+            if self._stop.wait(max(0.05, period / 3)):
+                return
+            held, _ = self._leases()
+            if held:
+                self.beat(held)
+
+    def beat(self, held: list[Lease]) -> None:
+        try:
+            alive = self._store.job_heartbeat(held)
+        except StoreError as exc:
+            logger.warning("heartbeat failed, will retry: %s", exc)
+            return
+        self.last_success = time.monotonic()
+        for lease, ok in zip(held, alive, strict=True):
+            if not ok:
+                self._on_lost(lease.job_id)

@@ -1,0 +1,298 @@
+"""The worker loop: claim for free slots, run, report; stop gracefully on SIGTERM.
+
+It talks to the store only through the ``Store`` protocol and to its runtime only
+through the ``Runtime`` protocol.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import TYPE_CHECKING
+
+from crawlq.config import WorkerSettings
+from crawlq.exceptions import ConfigurationError, StoreError
+from crawlq.jobs import Job, Lease
+from crawlq.stores.base import ClaimParams, Release, WaitParams
+from crawlq.worker.acks import Acker
+from crawlq.worker.execute import Outcome, execute, timed_out
+from crawlq.worker.heartbeat import Heartbeat
+from crawlq.worker.runtime import RUNTIMES, Runtime
+
+if TYPE_CHECKING:
+    from crawlq.app import App
+
+logger = logging.getLogger("crawlq.worker")
+
+EXPIRE_EVERY = 1.0
+"""Seconds between two looks for expired leases."""
+PRUNE_EVERY = 60.0
+"""Seconds between two prunes of finished jobs past retention."""
+
+
+@dataclass
+class _Held:
+    """A job this worker holds a lease on."""
+
+    job: Job
+    deadline: float | None = None
+    """Monotonic time after which the attempt times out; set when it starts."""
+    started: bool = False
+
+
+@dataclass
+class WorkerCounters:
+    """What this worker has done so far."""
+
+    claimed: int = 0
+    done: int = 0
+    failed: int = 0
+    released: int = 0
+    timed_out: int = 0
+    lost: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+
+class Worker:
+    """Runs the jobs of an app's queues until stopped (or, in burst mode, until idle)."""
+
+    def __init__(self, app: App, settings: WorkerSettings, runtime: str = "thread") -> None:
+        self.app = app
+        self.settings = settings
+        self.queues = settings.queues or app.queues()
+        if not self.queues:
+            raise ConfigurationError(
+                "the worker has no queue to take jobs from: register tasks on the app "
+                "(@app.task) or name queues with --queue"
+            )
+        if runtime not in RUNTIMES:
+            raise ConfigurationError(
+                f"unknown runtime {runtime!r}: available are {sorted(RUNTIMES)}"
+            )
+        self.id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.store = app.store
+        self.counters = WorkerCounters()
+        self._held: dict[int, _Held] = {}
+        self._lock = threading.Lock()
+        self._wakeup = threading.Event()
+        self._stopping = threading.Event()
+        self._hurry = threading.Event()
+        self._runtime: Runtime = RUNTIMES[runtime](settings.concurrency, self._run_one)
+        self._acker = Acker(self.store, self._wakeup.set)
+        leases = [t.options.lease for t in app.tasks.values()] or [30.0]
+        self._beat_period = min(leases)
+        self._heartbeat = Heartbeat(self.store, self._leases, self._lost)
+        self._next_expire = 0.0
+        self._next_prune = 0.0
+
+    # -- control ---------------------------------------------------------------------
+
+    def stop(self, *, now: bool = False) -> None:
+        """Stop claiming; running jobs get the shutdown grace unless ``now``."""
+        if now:
+            self._hurry.set()
+        self._stopping.set()
+        self._wakeup.set()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        first = not self._stopping.is_set()
+        logger.warning(
+            "received %s: %s",
+            signal.Signals(signum).name,
+            "stopping after running jobs finish (send again to release them now)"
+            if first
+            else "releasing running jobs now",
+        )
+        self.stop(now=not first)
+
+    def _install_signals(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
+
+    # -- the loop --------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Work until stopped; returns after a clean shutdown."""
+        self._install_signals()
+        logger.info(
+            "worker %s taking jobs from %s with %d slots",
+            self.id,
+            ", ".join(self.queues),
+            self.settings.concurrency,
+        )
+        self._runtime.start()
+        self._acker.start()
+        self._heartbeat.start()
+        try:
+            while not self._stopping.is_set():
+                if self._step():
+                    break
+        finally:
+            self._shutdown()
+
+    def _step(self) -> bool:
+        """One turn of the loop; True when a burst worker has run out of work."""
+        self._maintain()
+        self._enforce_timeouts()
+        capacity = self.settings.concurrency + self.settings.prefetch
+        with self._lock:
+            free = capacity - len(self._held)
+        if free <= 0:
+            self._wakeup.wait(self._wait_timeout())
+            self._wakeup.clear()
+            return False
+        jobs = self._claim(free)
+        if jobs:
+            return False
+        with self._lock:
+            idle = not self._held
+        if self.settings.burst and idle and self._acker.idle:
+            return True
+        self._wait_for_work()
+        return False
+
+    def _claim(self, limit: int) -> list[Job]:
+        try:
+            jobs = self.store.job_claim(
+                ClaimParams(queues=self.queues, worker_id=self.id, limit=limit)
+            )
+        except StoreError as exc:
+            logger.warning("could not claim jobs, retrying: %s", exc)
+            self._stopping.wait(0.5)
+            return []
+        with self._lock:
+            for job in jobs:
+                self._held[job.id] = _Held(job)
+        self.counters.claimed += len(jobs)
+        for job in jobs:
+            self._runtime.submit(job)
+        return jobs
+
+    def _wait_for_work(self) -> None:
+        try:
+            self.store.job_wait(WaitParams(queues=self.queues, timeout=self._wait_timeout()))
+        except StoreError as exc:
+            logger.warning("could not wait for jobs, retrying: %s", exc)
+            self._stopping.wait(0.5)
+
+    def _wait_timeout(self) -> float:
+        timeout = self.settings.poll_timeout
+        now = time.monotonic()
+        with self._lock:
+            deadlines = [h.deadline for h in self._held.values() if h.deadline is not None]
+        if deadlines:
+            timeout = min(timeout, max(0.001, min(deadlines) - now))
+        return timeout
+
+    # -- running a job ---------------------------------------------------------------
+
+    def _run_one(self, job: Job) -> None:
+        """Called by the runtime in its own unit of execution."""
+        with self._lock:
+            held = self._held.get(job.id)
+            if held is None:
+                return  # released at shutdown before it started
+            held.started = True
+            if job.timeout is not None:
+                held.deadline = time.monotonic() + job.timeout
+        outcome = execute(self.app, job, self.id)
+        self._finish(job.id, outcome)
+
+    def _finish(self, job_id: int, outcome: Outcome) -> None:
+        """Hand an outcome to the acker, unless the job is no longer ours."""
+        with self._lock:
+            held = self._held.pop(job_id, None)
+        if held is None:
+            return
+        kind = type(outcome).__name__.lower()
+        self.counters.outcomes[kind] = self.counters.outcomes.get(kind, 0) + 1
+        if kind == "completion":
+            self.counters.done += 1
+        elif kind == "failure":
+            self.counters.failed += 1
+        self._acker.put(outcome)
+        self._wakeup.set()
+
+    def _enforce_timeouts(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            late = [h for h in self._held.values() if h.deadline is not None and h.deadline < now]
+        for held in late:
+            backoff = self.app.tasks[held.job.task].options.backoff
+            logger.warning("job %s ran past its timeout of %s s", held.job.id, held.job.timeout)
+            self.counters.timed_out += 1
+            self._finish(held.job.id, timed_out(held.job, backoff))
+            self._runtime.replace_slot()
+
+    # -- leases ----------------------------------------------------------------------
+
+    def _leases(self) -> tuple[list[Lease], float]:
+        with self._lock:
+            return [h.job.lease for h in self._held.values()], self._beat_period
+
+    def _lost(self, job_id: int) -> None:
+        with self._lock:
+            held = self._held.pop(job_id, None)
+        if held is not None:
+            self.counters.lost += 1
+            logger.warning(
+                "lost the lease of job %s (expired or cancelled); its outcome will be dropped",
+                job_id,
+            )
+            self._wakeup.set()
+
+    def _maintain(self) -> None:
+        now = time.monotonic()
+        try:
+            if now >= self._next_expire:
+                self._next_expire = now + EXPIRE_EVERY
+                returned = self.store.job_expire_leases()
+                if returned:
+                    logger.warning("returned %d expired leases: %s", len(returned), returned)
+            if now >= self._next_prune:
+                self._next_prune = now + PRUNE_EVERY
+                self.store.job_prune(retention=self.settings.retention)
+        except StoreError as exc:
+            logger.warning("maintenance failed, will retry: %s", exc)
+
+    # -- shutdown --------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        """Release unstarted jobs, give running ones the grace period, release the rest."""
+        self._release([j.id for j in self._runtime.take_unstarted()])
+        deadline = time.monotonic() + self.settings.shutdown_grace
+        while not self._hurry.is_set():
+            with self._lock:
+                if not self._held:
+                    break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            self._wakeup.wait(min(remaining, 0.05))
+            self._wakeup.clear()
+            self._enforce_timeouts()
+        with self._lock:
+            leftover = list(self._held)
+        if leftover:
+            logger.warning("releasing %d running jobs at shutdown: %s", len(leftover), leftover)
+        self._release(leftover)
+        self._runtime.stop()
+        self._heartbeat.stop()
+        self._acker.stop()
+        logger.info("worker %s stopped: %s", self.id, self.counters)
+
+    def _release(self, job_ids: list[int]) -> None:
+        for job_id in job_ids:
+            with self._lock:
+                held = self._held.pop(job_id, None)
+            if held is not None:
+                self.counters.released += 1
+                self._acker.put(Release(lease=held.job.lease))
