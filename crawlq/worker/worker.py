@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from crawlq.config import WorkerSettings
 from crawlq.exceptions import ConfigurationError, StoreError
@@ -112,16 +112,17 @@ class Worker:
         )
         self.stop(now=not first)
 
-    def _install_signals(self) -> None:
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, self._on_signal)
-            signal.signal(signal.SIGINT, self._on_signal)
+    def _install_signals(self) -> dict[int, Any]:
+        """Handle SIGTERM and SIGINT (main thread only); returns the previous handlers."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        return {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
 
     # -- the loop --------------------------------------------------------------------
 
     def run(self) -> None:
         """Work until stopped; returns after a clean shutdown."""
-        self._install_signals()
+        previous = self._install_signals()
         logger.info(
             "worker %s taking jobs from %s with %d slots",
             self.id,
@@ -137,6 +138,8 @@ class Worker:
                     break
         finally:
             self._shutdown()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
     def _step(self) -> bool:
         """One turn of the loop; True when a burst worker has run out of work."""

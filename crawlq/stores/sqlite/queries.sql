@@ -41,7 +41,9 @@ UPDATE crawlq_jobs SET state = 'ready'
 WHERE queue = :queue AND state = 'scheduled' AND run_at <= :now;
 
 -- name: job_claim_candidates
-SELECT id, priority, run_at FROM crawlq_jobs
+-- INDEXED BY: the claim index gives claim order with no sort; never let the planner
+-- pick the run_at index and sort every due job instead.
+SELECT id, priority, run_at FROM crawlq_jobs INDEXED BY crawlq_jobs_claim
 WHERE queue = :queue AND state = 'ready' AND run_at <= :now
 ORDER BY priority DESC, run_at, id
 LIMIT :limit;
@@ -137,9 +139,12 @@ WHERE id = :id AND state IN ('done', 'dead', 'cancelled');
 DELETE FROM crawlq_jobs
 WHERE queue = :queue AND state = :state AND finished_at < :before;
 
--- name: queue_min_run_at
--- The earliest run_at of one queue in one pending state (an index min, O(log n)).
-SELECT min(run_at) FROM crawlq_jobs WHERE queue = :queue AND state = :state;
+-- name: queue_min_run_at_ready
+-- The earliest run_at of the queue's due jobs (an index min, O(log n)).
+SELECT min(run_at) FROM crawlq_jobs WHERE queue = :queue AND state = 'ready';
+
+-- name: queue_min_run_at_scheduled
+SELECT min(run_at) FROM crawlq_jobs WHERE queue = :queue AND state = 'scheduled';
 
 -- name: queue_counts
 SELECT queue, state, n FROM crawlq_counts ORDER BY queue;

@@ -515,7 +515,8 @@ class SQLiteStore:
         return self._write("pruning finished jobs", work)
 
     def _min_run_at(self, conn: sqlite3.Connection, queue: str, state: str) -> float | None:
-        value = conn.execute(Q["queue_min_run_at"], {"queue": queue, "state": state}).fetchone()[0]
+        query = Q[f"queue_min_run_at_{state}"]
+        value = conn.execute(query, {"queue": queue}).fetchone()[0]
         return None if value is None else float(value)
 
     def job_next_due(self, queues: Sequence[str]) -> Timestamp | None:

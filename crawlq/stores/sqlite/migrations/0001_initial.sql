@@ -35,9 +35,14 @@ CREATE TABLE crawlq_jobs (
 CREATE INDEX crawlq_jobs_claim ON crawlq_jobs (queue, priority DESC, run_at, id)
     WHERE state = 'ready';
 
--- Promotion of scheduled jobs that became due, next due time, age of the oldest due job.
-CREATE INDEX crawlq_jobs_pending ON crawlq_jobs (queue, state, run_at)
-    WHERE state IN ('scheduled', 'ready');
+-- Promotion of scheduled jobs that became due, and the next due time. (Partial indexes
+-- are only used for queries that name the same state literally.)
+CREATE INDEX crawlq_jobs_scheduled ON crawlq_jobs (queue, run_at)
+    WHERE state = 'scheduled';
+
+-- The age of the oldest due job.
+CREATE INDEX crawlq_jobs_ready ON crawlq_jobs (queue, run_at)
+    WHERE state = 'ready';
 
 -- Uniqueness: at most one live job per (queue, key).
 CREATE UNIQUE INDEX crawlq_jobs_key ON crawlq_jobs (queue, key)

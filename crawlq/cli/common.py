@@ -1,0 +1,195 @@
+"""What every command shares: the ``--app``/``--store`` target, loading the app, errors.
+
+``--app`` and ``--store`` are accepted on the ``crawlq`` group and on each command; a
+value given to the command wins over one given to the group, which wins over the
+``CRAWLQ_APP``/``CRAWLQ_STORE`` environment variables (read here, and nowhere else).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import click
+
+from crawlq.app import App
+from crawlq.config import DEFAULT_STORE_URL
+from crawlq.exceptions import CrawlqError
+
+ENV_APP = "CRAWLQ_APP"
+ENV_STORE = "CRAWLQ_STORE"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+APP_HELP = (
+    "The App to use, as module:attribute (e.g. myjobs:app; a bare module means "
+    "module:app), imported with the current directory on sys.path."
+)
+STORE_HELP = (
+    f"Store URL, e.g. sqlite:///jobs.db. Default: the app's own store, else {DEFAULT_STORE_URL}."
+)
+
+
+@dataclass
+class Target:
+    """Which app and store a command works on, as gathered from options and env."""
+
+    app_ref: str | None = None
+    store_url: str | None = None
+
+
+def _remember(field: str) -> Callable[[click.Context, click.Parameter, str | None], None]:
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+        if value:
+            setattr(ctx.ensure_object(Target), field, value)
+
+    return callback
+
+
+def group_target_options(f: F) -> F:
+    """``--app`` and ``--store`` on the ``crawlq`` group, with their env variables."""
+    f = click.option(
+        "--store",
+        metavar="URL",
+        envvar=ENV_STORE,
+        show_envvar=True,
+        expose_value=False,
+        callback=_remember("store_url"),
+        help=STORE_HELP,
+    )(f)
+    return click.option(
+        "--app",
+        metavar="MODULE:ATTR",
+        envvar=ENV_APP,
+        show_envvar=True,
+        expose_value=False,
+        callback=_remember("app_ref"),
+        help=APP_HELP,
+    )(f)
+
+
+def target_options(f: F) -> F:
+    """``--app`` and ``--store`` on one command; they override the group's values."""
+    f = click.option(
+        "--store",
+        metavar="URL",
+        expose_value=False,
+        callback=_remember("store_url"),
+        help=f"{STORE_HELP} Same as crawlq --store. [env var: {ENV_STORE}]",
+    )(f)
+    return click.option(
+        "--app",
+        metavar="MODULE:ATTR",
+        expose_value=False,
+        callback=_remember("app_ref"),
+        help=f"{APP_HELP} Same as crawlq --app. [env var: {ENV_APP}]",
+    )(f)
+
+
+json_option = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON instead of a table (for scripts)."
+)
+
+
+# -- loading the app -----------------------------------------------------------------
+
+
+def _split_ref(ref: str) -> tuple[str, str]:
+    module, sep, attr = ref.partition(":")
+    module = module.strip()
+    attr = attr.strip() if sep else "app"
+    if not module or not attr:
+        raise click.UsageError(f"--app {ref!r} is not module:attribute, e.g. myjobs:app")
+    return module, attr
+
+
+def _import(module: str, ref: str) -> Any:
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and (module == exc.name or module.startswith(exc.name + ".")):
+            raise click.UsageError(
+                f"--app {ref}: no module named {module!r} in {cwd} or on sys.path; run crawlq "
+                "from the directory that holds it, or give its full dotted name"
+            ) from None
+        raise click.ClickException(
+            f"--app {ref}: importing {module!r} failed: {exc}"
+            f' (run python -c "import {module}" to see the traceback)'
+        ) from exc
+    except Exception as exc:
+        raise click.ClickException(
+            f"--app {ref}: importing {module!r} failed: {type(exc).__name__}: {exc}"
+            f' (run python -c "import {module}" to see the traceback)'
+        ) from exc
+
+
+def load_app(ref: str) -> App:
+    """Import ``module:attr`` (a dotted attribute path is allowed) and check it is an App."""
+    module_name, attr = _split_ref(ref)
+    obj: Any = _import(module_name, ref)
+    module = obj
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            apps = sorted(n for n, v in vars(module).items() if isinstance(v, App))
+            hint = f"; Apps in it: {', '.join(apps)}" if apps else "; it defines no crawlq.App"
+            raise click.UsageError(
+                f"--app {ref}: module {module_name!r} has no attribute {attr!r}{hint}"
+            ) from None
+    if not isinstance(obj, App):
+        raise click.UsageError(
+            f"--app {ref}: {attr!r} is a {type(obj).__module__}.{type(obj).__qualname__}, "
+            "not a crawlq.App"
+        )
+    return obj
+
+
+def _build_app(target: Target, need_app: str | None) -> App:
+    if target.app_ref is None:
+        if need_app is not None:
+            raise click.UsageError(
+                f"{need_app} needs the app that defines its tasks: give --app module:app "
+                f"(or set {ENV_APP})"
+            )
+        return App(target.store_url or DEFAULT_STORE_URL)
+    app = load_app(target.app_ref)
+    if target.store_url:
+        app.use_store(target.store_url)
+    return app
+
+
+@contextmanager
+def open_app(need_app: str | None = None) -> Iterator[App]:
+    """The app the options name (or a bare App on the store), closed afterwards.
+
+    ``need_app`` is the command's name when it cannot work without ``--app``.
+    """
+    ctx = click.get_current_context()
+    app = _build_app(ctx.ensure_object(Target), need_app)
+    try:
+        yield app
+    finally:
+        app.close()
+
+
+# -- errors --------------------------------------------------------------------------
+
+
+class CrawlqGroup(click.Group):
+    """A group that turns every ``CrawlqError`` into a one-line message and exit code 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except CrawlqError as exc:
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            raise click.ClickException(message) from exc

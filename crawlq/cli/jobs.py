@@ -1,0 +1,183 @@
+"""``crawlq jobs``, ``job``, ``cancel`` and ``prune``: look at jobs and act on them."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from crawlq.cli.common import json_option, open_app, target_options
+from crawlq.cli.output import (
+    cell,
+    console,
+    human_age,
+    iso_local,
+    job_to_dict,
+    print_jobs,
+    print_json,
+    table,
+)
+from crawlq.cli.params import DURATION
+from crawlq.jobs import Job, JobState
+from crawlq.stores.base import JobFilter
+
+DEFAULT_LIMIT = 50
+
+limit_option = click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=DEFAULT_LIMIT,
+    show_default=True,
+    help="Show at most this many jobs.",
+)
+after_id_option = click.option(
+    "--after-id",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    metavar="ID",
+    help="Only jobs with a larger id: the next page of a listing.",
+)
+
+
+@click.command()
+@target_options
+@click.option("--queue", help="Only jobs of this queue.")
+@click.option(
+    "--state",
+    type=click.Choice([s.value for s in JobState]),
+    help="Only jobs in this state.",
+)
+@click.option("--task", help="Only jobs of this task (its registered name).")
+@limit_option
+@after_id_option
+@json_option
+def jobs(
+    queue: str | None,
+    state: str | None,
+    task: str | None,
+    limit: int,
+    after_id: int,
+    as_json: bool,
+) -> None:
+    """List jobs, oldest first: id, queue, task, state, attempts, priority, key, run_at and
+    the last line of the last error.
+
+    \b
+    Example:
+      crawlq jobs --queue pages --state pending --limit 20
+    """
+    where = JobFilter(
+        queue=queue,
+        task=task,
+        state=None if state is None else JobState(state),
+        limit=limit,
+        after_id=after_id,
+    )
+    with open_app() as app:
+        found = app.store.job_list(where)
+    print_jobs(found, as_json=as_json, limit=limit)
+
+
+def _detail_rows(job: Job) -> list[tuple[str, object]]:
+    return [
+        ("id", job.id),
+        ("queue", job.queue),
+        ("task", job.task),
+        ("state", job.state.value),
+        ("args", json.dumps(job.args, ensure_ascii=False)),
+        ("kwargs", json.dumps(job.kwargs, ensure_ascii=False)),
+        ("key", job.key),
+        ("priority", job.priority),
+        ("run at", iso_local(job.run_at)),
+        ("attempts", f"{job.attempts}/{job.max_attempts}"),
+        ("lease", f"{job.lease_seconds:g} s"),
+        ("timeout", None if job.timeout is None else human_age(job.timeout)),
+        ("worker", job.worker_id),
+        ("lease expires", iso_local(job.lease_expires_at)),
+        ("dead reason", job.dead_reason),
+        ("created", iso_local(job.created_at)),
+        ("started", iso_local(job.started_at)),
+        ("finished", iso_local(job.finished_at)),
+    ]
+
+
+@click.command()
+@target_options
+@click.argument("job_id", metavar="ID", type=int)
+@json_option
+def job(job_id: int, as_json: bool) -> None:
+    """Show one job in full, with its last error (a traceback) and its result.
+
+    Exits 1 if there is no such job (or it was pruned).
+
+    \b
+    Example:
+      crawlq job 42
+    """
+    with open_app() as app:
+        found = app.get_job(job_id)
+    if found is None:
+        raise click.ClickException(f"no job with id {job_id} (it may have been pruned)")
+    if as_json:
+        print_json(job_to_dict(found))
+        return
+    out = table("FIELD", "VALUE")
+    out.show_header = False
+    for name, value in _detail_rows(found):
+        out.add_row(cell(name), cell(value))
+    console().print(out)
+    if found.result is not None:
+        click.echo("\nresult:")
+        click.echo(json.dumps(found.result, indent=2, ensure_ascii=False))
+    if found.last_error:
+        click.echo("\nlast error:")
+        click.echo(found.last_error.rstrip())
+
+
+@click.command()
+@target_options
+@click.argument("job_ids", metavar="ID...", nargs=-1, required=True, type=int)
+def cancel(job_ids: tuple[int, ...]) -> None:
+    """Cancel pending or running jobs.
+
+    A running job's worker finds out at its next heartbeat and drops the outcome. Jobs
+    that already finished, or do not exist, are not cancellable and are listed as such.
+
+    \b
+    Example:
+      crawlq cancel 12 13 14
+    """
+    with open_app() as app:
+        cancelled = app.cancel(*job_ids)
+    rest = sorted(set(job_ids) - set(cancelled))
+    click.echo(f"cancelled {len(cancelled)}: {', '.join(map(str, cancelled)) or '-'}")
+    if rest:
+        click.echo(
+            f"not cancellable (finished, or no such job) {len(rest)}: "
+            + ", ".join(map(str, rest))
+        )
+
+
+@click.command()
+@target_options
+@click.option(
+    "--older-than",
+    type=DURATION,
+    required=True,
+    help="Delete done and cancelled jobs that finished more than this long ago "
+    "(seconds, or 90s, 15m, 2h, 7d).",
+)
+def prune(older_than: float) -> None:
+    """Delete done and cancelled jobs past a retention; dead jobs are kept (see crawlq dlq).
+
+    Workers prune on their own (crawlq worker --retention); this is for stores no worker
+    is running on.
+
+    \b
+    Example:
+      crawlq prune --older-than 7d
+    """
+    with open_app() as app:
+        removed = app.store.job_prune(retention=older_than)
+    click.echo(f"pruned {removed} done or cancelled jobs finished over {human_age(older_than)} ago")

@@ -1,0 +1,83 @@
+"""Option types and parsers: durations, ISO date-times, JSON arguments."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Any
+
+import click
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(s|m|min|h|d)?\s*$", re.IGNORECASE)
+
+
+class Duration(click.ParamType):
+    """Seconds, as a number (``90``, ``0.5``) or with a unit (``90s``, ``15m``, ``2h``, ``7d``)."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, int | float):
+            return float(value)
+        match = _DURATION.match(str(value))
+        if match is None:
+            self.fail(
+                f"{value!r} is not a duration: give seconds (30, 0.5) or a number with a "
+                "unit s, m, h or d (90s, 15m, 2h, 7d)",
+                param,
+                ctx,
+            )
+        number, unit = match.groups()
+        return float(number) * _UNITS[(unit or "").lower()]
+
+
+class IsoDateTime(click.ParamType):
+    """An ISO 8601 date and time; without an offset it is local time."""
+
+    name = "iso_datetime"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, datetime):
+            return value
+        try:
+            moment = datetime.fromisoformat(str(value).strip())
+        except ValueError:
+            self.fail(
+                f"{value!r} is not an ISO 8601 date and time, e.g. 2030-01-31T09:30:00+00:00 "
+                "(without an offset it is local time)",
+                param,
+                ctx,
+            )
+        return moment if moment.tzinfo is not None else moment.astimezone()
+
+
+DURATION = Duration()
+ISO_DATETIME = IsoDateTime()
+
+_EXAMPLES = {
+    "array": "'[\"https://example.com\", 2]'",
+    "object": "'{\"depth\": 2, \"follow\": true}'",
+}
+
+
+def parse_json_option(option: str, raw: str | None, kind: type[list[Any]] | type[dict[str, Any]]) -> Any:
+    """Parse ``raw`` as a JSON array or object; a UsageError says what is wrong."""
+    if raw is None:
+        return kind()
+    name = "array" if kind is list else "object"
+    wanted = f"{option} must be a JSON {name}, e.g. {_EXAMPLES[name]}"
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise click.UsageError(
+            f"{wanted}; {raw!r} is not valid JSON ({exc.msg} at column {exc.colno}). "
+            "Quote it for the shell and use double quotes inside"
+        ) from None
+    if not isinstance(value, kind):
+        got = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
+            type(value), "a number" if isinstance(value, int | float) else "null"
+        )
+        raise click.UsageError(f"{wanted}; {raw!r} is {got}")
+    return value

@@ -1,0 +1,73 @@
+"""``crawlq stats``: counts per queue, read without scanning jobs."""
+
+from __future__ import annotations
+
+import click
+
+from crawlq.cli.common import json_option, open_app, target_options
+from crawlq.cli.output import cell, console, human_age, print_json, table
+from crawlq.jobs import QueueStats
+
+
+def stats_to_dict(s: QueueStats) -> dict[str, object]:
+    return {
+        "queue": s.queue,
+        "due": s.due,
+        "scheduled": s.scheduled,
+        "running": s.running,
+        "done": s.done,
+        "dead": s.dead,
+        "cancelled": s.cancelled,
+        "oldest_due_age": s.oldest_due_age,
+        "done_last_minute": s.done_last_minute,
+    }
+
+
+@click.command()
+@target_options
+@json_option
+def stats(as_json: bool) -> None:
+    """Show counts for every queue.
+
+    \b
+    due          pending jobs whose run_at has come (the past-due count)
+    scheduled    pending jobs due later
+    running      jobs leased by a worker
+    done, dead, cancelled
+    oldest due   how long the oldest due job has been waiting
+    done/min     jobs done in the last minute
+
+    --json prints a list of objects with the fields queue, due, scheduled, running, done,
+    dead, cancelled, oldest_due_age (seconds or null) and done_last_minute.
+
+    \b
+    Example:
+      crawlq --store sqlite:///jobs.db stats
+    """
+    with open_app() as app:
+        rows = app.stats()
+    if as_json:
+        print_json([stats_to_dict(s) for s in rows])
+        return
+    if not rows:
+        click.echo("no queues yet: nothing has been scheduled in this store", err=True)
+        return
+    out = table(
+        "QUEUE",
+        ">DUE",
+        ">SCHEDULED",
+        ">RUNNING",
+        ">DONE",
+        ">DEAD",
+        ">CANCELLED",
+        ">OLDEST DUE",
+        ">DONE/MIN",
+    )
+    for s in rows:
+        out.add_row(
+            cell(s.queue),
+            *(cell(n) for n in (s.due, s.scheduled, s.running, s.done, s.dead, s.cancelled)),
+            cell(human_age(s.oldest_due_age)),
+            cell(s.done_last_minute),
+        )
+    console().print(out)

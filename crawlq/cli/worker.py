@@ -1,0 +1,152 @@
+"""``crawlq worker``: run an app's jobs until stopped, or until idle with ``--burst``."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import click
+
+from crawlq.cli.common import open_app, target_options
+from crawlq.cli.params import DURATION
+from crawlq.config import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_POLL_TIMEOUT,
+    DEFAULT_RETENTION_SECONDS,
+    DEFAULT_SHUTDOWN_GRACE,
+    WorkerSettings,
+)
+from crawlq.worker.runtime import RUNTIMES
+from crawlq.worker.worker import Worker
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+@contextmanager
+def logging_to_stderr(level: str) -> Iterator[None]:
+    """Send log records of ``level`` and above to stderr while the worker runs."""
+    root = logging.getLogger()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    previous = root.level
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(previous)
+
+
+def summary(worker: Worker) -> str:
+    c = worker.counters
+    text = (
+        f"worker {worker.id} stopped: claimed {c.claimed}, done {c.done}, failed {c.failed}, "
+        f"released {c.released}"
+    )
+    extra = [f"{name} {n}" for name, n in (("timed out", c.timed_out), ("lost", c.lost)) if n]
+    return ", ".join([text, *extra])
+
+
+@click.command()
+@target_options
+@click.option(
+    "-q",
+    "--queue",
+    "queues",
+    multiple=True,
+    metavar="QUEUE",
+    help="Take jobs from this queue; repeat for several.  [default: every queue of the app's "
+    "tasks]",
+)
+@click.option(
+    "-c",
+    "--concurrency",
+    type=int,
+    default=DEFAULT_CONCURRENCY,
+    show_default=True,
+    help="Slots: jobs running at once.",
+)
+@click.option(
+    "--prefetch",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Extra jobs claimed ahead of free slots, held leased until a slot frees up.",
+)
+@click.option(
+    "--shutdown-grace",
+    type=DURATION,
+    default=DEFAULT_SHUTDOWN_GRACE,
+    show_default=True,
+    help="Seconds running jobs get to finish after SIGTERM/SIGINT; then they are released.",
+)
+@click.option(
+    "--poll-timeout",
+    type=DURATION,
+    default=DEFAULT_POLL_TIMEOUT,
+    show_default=True,
+    help="Longest wait between two claims when idle.",
+)
+@click.option(
+    "--retention",
+    type=DURATION,
+    default=DEFAULT_RETENTION_SECONDS,
+    show_default="7d",
+    help="How long done and cancelled jobs are kept before the worker prunes them.",
+)
+@click.option(
+    "--runtime",
+    type=click.Choice(sorted(RUNTIMES)),
+    default="thread",
+    show_default=True,
+    help="How jobs run inside the worker.",
+)
+@click.option("--burst", is_flag=True, help="Exit when no job is due and none is running.")
+@click.option(
+    "--log-level",
+    type=click.Choice(LOG_LEVELS, case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    help="Log records of this level and above go to stderr.",
+)
+def worker(
+    queues: tuple[str, ...],
+    concurrency: int,
+    prefetch: int,
+    shutdown_grace: float,
+    poll_timeout: float,
+    retention: float,
+    runtime: str,
+    burst: bool,
+    log_level: str,
+) -> None:
+    """Run the jobs of an app's tasks until stopped.
+
+    The first SIGTERM or SIGINT (Ctrl-C) stops claiming and gives running jobs
+    --shutdown-grace seconds to finish; a second one releases them at once. Released
+    jobs go back to pending without using up an attempt. Exits 0 after a clean stop and
+    prints what the worker did.
+
+    \b
+    Example:
+      crawlq worker --app myjobs:app --concurrency 8
+      crawlq worker --app myjobs:app --queue pages --queue feeds --burst
+    """
+    settings = WorkerSettings(
+        queues=queues,
+        concurrency=concurrency,
+        prefetch=prefetch,
+        shutdown_grace=shutdown_grace,
+        poll_timeout=poll_timeout,
+        burst=burst,
+        retention=retention,
+    )
+    with open_app(need_app="crawlq worker") as app, logging_to_stderr(log_level):
+        running = Worker(app, settings, runtime=runtime)
+        running.run()
+        click.echo(summary(running))
+

@@ -1,0 +1,79 @@
+"""Helpers for tests that run crawlq in real processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _no_crawlq_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("CRAWLQ_"):
+            monkeypatch.delenv(name)
+
+
+class Processes:
+    """Starts crawlq processes in a working directory and cleans them up."""
+
+    def __init__(self, workdir: Path, store_url: str) -> None:
+        self.workdir = workdir
+        self.store_url = store_url
+        self.started: list[subprocess.Popen[str]] = []
+
+    def write_module(self, name: str, source: str) -> None:
+        (self.workdir / f"{name}.py").write_text(textwrap.dedent(source))
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLQ_")}
+        env["CRAWLQ_STORE"] = self.store_url
+        env["PYTHONPATH"] = str(self.workdir)
+        return env
+
+    def crawlq(self, *args: str, log: str | None = None) -> subprocess.Popen[str]:
+        """Start ``python -m crawlq ARGS``; stderr goes to ``log`` in the workdir."""
+        return self.spawn([sys.executable, "-m", "crawlq", *args], log=log)
+
+    def python(self, *args: str, log: str | None = None) -> subprocess.Popen[str]:
+        return self.spawn([sys.executable, *args], log=log)
+
+    def spawn(self, argv: list[str], log: str | None = None) -> subprocess.Popen[str]:
+        stderr = open(self.workdir / log, "w") if log else subprocess.DEVNULL  # noqa: SIM115
+        proc = subprocess.Popen(
+            argv,
+            cwd=self.workdir,
+            env=self.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            text=True,
+        )
+        self.started.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in self.started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+
+
+@pytest.fixture
+def procs(tmp_path: Path) -> Iterator[Processes]:
+    processes = Processes(tmp_path, f"sqlite:///{tmp_path / 'jobs.db'}")
+    yield processes
+    processes.stop_all()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)

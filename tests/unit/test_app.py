@@ -1,0 +1,154 @@
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+
+import crawlq
+from crawlq import App, ConflictPolicy, JobState, Outcome
+
+
+def test_task_defaults_and_options(app: App) -> None:
+    @app.task
+    def plain(ctx: crawlq.JobContext, url: str) -> None: ...
+
+    @app.task(
+        name="links",
+        queue="fetch",
+        max_attempts=5,
+        backoff=0.5,
+        lease=12,
+        timeout=3,
+        on_conflict="earliest",
+        priority=4,
+    )
+    def links(ctx: crawlq.JobContext, url: str) -> None: ...
+
+    assert plain.name.endswith("plain") and plain.options.queue == plain.name
+    assert plain.options.max_attempts == 3 and plain.options.on_conflict is ConflictPolicy.REPLACE
+    assert links.name == "links" and links.options.queue == "fetch"
+    assert links.options.backoff == crawlq.Backoff(base=0.5)
+    assert (links.options.lease, links.options.timeout, links.options.priority) == (12, 3, 4)
+    assert links.options.on_conflict is ConflictPolicy.EARLIEST
+    assert app.queues() == tuple(sorted(["fetch", plain.name]))
+    assert app.get_task("links") is links
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"retries": 3}, "unknown option(s) ['retries']"),
+        ({"on_conflict": "merge"}, "on_conflict='merge'"),
+        ({"max_attempts": 0}, "max_attempts must be at least 1"),
+        ({"lease": 0}, "lease must be positive"),
+        ({"timeout": -1}, "timeout must be positive"),
+    ],
+)
+def test_bad_task_options_fail_at_decoration(app: App, options: dict[str, object], fragment: str) -> None:
+    with pytest.raises(crawlq.ConfigurationError) as err:
+        app.task(name="bad", **options)(lambda ctx: None)
+    assert fragment in str(err.value)
+
+
+def test_duplicate_task_name_is_refused(app: App) -> None:
+    app.task(name="x")(lambda ctx: None)
+    with pytest.raises(crawlq.ConfigurationError, match="already registered"):
+        app.task(name="x")(lambda ctx: None)
+
+
+def test_unknown_task_lookup_names_known_ones(app: App) -> None:
+    app.task(name="known")(lambda ctx: None)
+    with pytest.raises(crawlq.TaskNotFound, match="known"):
+        app.get_task("nope")
+
+
+def test_schedule_delay_at_key_priority(app: App) -> None:
+    @app.task(name="fetch", priority=2)
+    def fetch(ctx: crawlq.JobContext, url: str, depth: int = 0) -> None: ...
+
+    now = app.store.now()
+    first = fetch.schedule("https://a.example/", depth=1, delay=60, key="a")
+    assert first.outcome is Outcome.CREATED
+    job = app.get_job(first.job_id)
+    assert job is not None
+    assert job.args == ["https://a.example/"] and job.kwargs == {"depth": 1}
+    assert job.key == "a" and job.priority == 2 and job.state is JobState.PENDING
+    assert now + 59 < job.run_at < now + 62
+
+    at = dt.datetime.now(dt.UTC) + dt.timedelta(hours=6)
+    again = fetch.schedule("https://a.example/", at=at, key="a", priority=9)
+    assert again == crawlq.ScheduleResult(first.job_id, Outcome.UPDATED)
+    job = app.get_job(first.job_id)
+    assert job is not None
+    assert job.run_at == pytest.approx(at.timestamp()) and job.priority == 9
+
+
+def test_delay_is_the_celery_spelling(app: App) -> None:
+    @app.task(name="echo")
+    def echo(ctx: crawlq.JobContext, key: str, delay: int) -> None: ...
+
+    result = echo.delay(key="k", delay=5)  # every keyword goes to the task
+    job = app.get_job(result.job_id)
+    assert job is not None and job.kwargs == {"key": "k", "delay": 5} and job.key is None
+
+
+def test_schedule_many_is_one_call_with_results_in_order(app: App) -> None:
+    @app.task(name="n")
+    def n(ctx: crawlq.JobContext, i: int) -> None: ...
+
+    results = app.schedule_many(n.spec(i, key=str(i % 3)) for i in range(6))
+    assert [r.outcome for r in results] == [Outcome.CREATED] * 3 + [Outcome.UPDATED] * 3
+    assert results[0].job_id == results[3].job_id
+    assert n.schedule_many([[10], [11]])[1].outcome is Outcome.CREATED
+
+
+def test_both_delay_and_at_is_refused(app: App) -> None:
+    task = app.task(name="t")(lambda ctx: None)
+    with pytest.raises(crawlq.ConfigurationError, match="both delay= and at="):
+        task.schedule(delay=1, at=dt.datetime.now(dt.UTC))
+
+
+def test_non_json_argument_is_refused_before_anything_is_stored(app: App) -> None:
+    @app.task(name="t")
+    def t(ctx: crawlq.JobContext, when: object) -> None: ...
+
+    with pytest.raises(crawlq.PayloadError, match="argument 'when' of task 't'"):
+        t.schedule(dt.datetime.now())
+    assert app.stats() == []
+
+
+def test_payload_limit_is_configurable(tmp_path: Path) -> None:
+    small = App(f"sqlite:///{tmp_path / 'j.db'}", max_payload_bytes=100)
+    task = small.task(name="t")(lambda ctx, body: None)
+    with pytest.raises(crawlq.PayloadError, match="over the limit of 100"):
+        task.schedule("x" * 200)
+    small.close()
+
+
+def test_store_is_opened_lazily_and_can_be_repointed(tmp_path: Path) -> None:
+    app = App(f"sqlite:///{tmp_path / 'first.db'}")
+    app.use_store(f"sqlite:///{tmp_path / 'second.db'}")
+    app.task(name="t")(lambda ctx: None).schedule()
+    assert not (tmp_path / "first.db").exists() and (tmp_path / "second.db").exists()
+    with pytest.raises(crawlq.ConfigurationError, match="already open"):
+        app.use_store("sqlite:///other.db")
+    app.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("jobs.db", "no scheme"),
+        ("mysql://localhost/db", "no store for scheme 'mysql'"),
+        ("sqlite://host/jobs.db", "three slashes"),
+        ("sqlite:///:memory:", "not an in-memory database"),
+        ("sqlite:///x.db?synchronous=off", "synchronous='off'"),
+        ("sqlite:///x.db?busy=1", "unknown SQLite store option"),
+        ("sqlite:///x.db?busy_timeout=soon", "not a number"),
+    ],
+)
+def test_bad_store_urls_say_how_to_fix_them(url: str, fragment: str) -> None:
+    with pytest.raises(crawlq.ConfigurationError) as err:
+        crawlq.open_store(url)
+    assert fragment in str(err.value)

@@ -1,0 +1,309 @@
+"""The thread worker on a real SQLite file: outcomes, retries, control flow, shutdown."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+import crawlq
+from crawlq import App, JobContext, JobState, WorkerSettings
+
+
+def drain(app: App, **settings: object) -> crawlq.Worker:
+    worker = app.worker(WorkerSettings(burst=True, poll_timeout=0.05, **settings))  # type: ignore[arg-type]
+    worker.run()
+    return worker
+
+
+def job(app: App, job_id: int) -> crawlq.Job:
+    found = app.get_job(job_id)
+    assert found is not None
+    return found
+
+
+def test_burst_worker_runs_every_job_and_keeps_results(app: App) -> None:
+    @app.task(name="double")
+    def double(ctx: JobContext, n: int) -> int:
+        return n * 2
+
+    ids = [r.job_id for r in double.schedule_many([[i] for i in range(50)])]
+    worker = drain(app, concurrency=4)
+    assert worker.counters.done == 50
+    assert [job(app, i).result for i in ids] == [i * 2 for i in range(50)]
+    assert all(job(app, i).state is JobState.DONE for i in ids)
+    [stats] = app.stats()
+    assert (stats.done, stats.pending, stats.running) == (50, 0, 0)
+
+
+def test_failing_task_is_retried_then_dead_with_its_traceback(app: App) -> None:
+    calls: list[int] = []
+
+    @app.task(name="flaky", max_attempts=3, backoff=crawlq.Backoff(base=0.0))
+    def flaky(ctx: JobContext) -> None:
+        calls.append(ctx.attempt)
+        raise ValueError("site is down")
+
+    job_id = flaky.schedule().job_id
+    drain(app)
+    dead = job(app, job_id)
+    assert calls == [1, 2, 3]
+    assert dead.state is JobState.DEAD and dead.attempts == 3
+    assert dead.dead_reason == "max_attempts"
+    assert "ValueError: site is down" in (dead.last_error or "")
+    assert "Traceback" in (dead.last_error or "")
+
+
+def test_task_recovers_on_a_later_attempt(app: App) -> None:
+    @app.task(name="second", backoff=0)
+    def second(ctx: JobContext) -> str:
+        if ctx.attempt < 2:
+            raise ConnectionError("reset")
+        return "ok"
+
+    job_id = second.schedule().job_id
+    drain(app)
+    assert (job(app, job_id).state, job(app, job_id).result) == (JobState.DONE, "ok")
+
+
+def test_retry_sets_the_next_run_time(app: App) -> None:
+    @app.task(name="limited", max_attempts=5)
+    def limited(ctx: JobContext) -> None:
+        raise crawlq.Retry(delay=3600, reason="429 Too Many Requests")
+
+    job_id = limited.schedule().job_id
+    before = app.store.now()
+    drain(app)
+    pending = job(app, job_id)
+    assert pending.state is JobState.PENDING and pending.attempts == 1
+    assert before + 3590 < pending.run_at < before + 3610
+
+
+def test_discard_goes_straight_to_the_dead_letter_queue(app: App) -> None:
+    @app.task(name="gone", max_attempts=10)
+    def gone(ctx: JobContext) -> None:
+        raise crawlq.Discard("404: page removed")
+
+    job_id = gone.schedule().job_id
+    drain(app)
+    dead = job(app, job_id)
+    assert (dead.state, dead.attempts, dead.dead_reason) == (JobState.DEAD, 1, "discarded")
+
+
+def test_snooze_does_not_use_up_an_attempt(app: App) -> None:
+    @app.task(name="sleepy", max_attempts=1)
+    def sleepy(ctx: JobContext) -> None:
+        raise crawlq.Snooze(delay=600)
+
+    job_id = sleepy.schedule().job_id
+    drain(app)
+    snoozed = job(app, job_id)
+    assert snoozed.state is JobState.PENDING and snoozed.attempts == 0
+    assert snoozed.run_at > app.store.now() + 590
+
+
+def test_children_are_scheduled_only_when_the_parent_completes(app: App) -> None:
+    @app.task(name="child")
+    def child(ctx: JobContext, url: str) -> str:
+        return url
+
+    @app.task(name="parent", max_attempts=1)
+    def parent(ctx: JobContext, fail: bool) -> None:
+        ctx.schedule(child, "https://a.example/1", key="1")
+        ctx.schedule("child", "https://a.example/2")
+        if fail:
+            raise RuntimeError("crashed after finding links")
+
+    parent.schedule(True)
+    drain(app)
+    assert app.store.job_list(crawlq.stores.base.JobFilter(task="child")) == []
+    parent.schedule(False)
+    drain(app)
+    children = app.store.job_list(crawlq.stores.base.JobFilter(task="child"))
+    assert sorted(c.result for c in children) == ["https://a.example/1", "https://a.example/2"]  # type: ignore[type-var]
+
+
+def test_context_knows_its_job(app: App) -> None:
+    seen: list[tuple[int, int, str | None, str]] = []
+
+    @app.task(name="ctx", queue="special")
+    def ctx_task(ctx: JobContext) -> None:
+        seen.append((ctx.job_id, ctx.attempt, ctx.key, ctx.queue))
+        ctx.log.info("running")
+
+    job_id = ctx_task.schedule(key="k").job_id
+    drain(app)
+    assert seen == [(job_id, 1, "k", "special")]
+
+
+def test_async_task_runs_in_the_thread_runtime(app: App) -> None:
+    import asyncio
+
+    @app.task(name="aio")
+    async def aio(ctx: JobContext, n: int) -> int:
+        await asyncio.sleep(0.01)
+        return n + 1
+
+    job_id = aio.schedule(41).job_id
+    drain(app)
+    assert job(app, job_id).result == 42
+
+
+def test_result_that_is_not_json_fails_the_attempt_clearly(app: App) -> None:
+    @app.task(name="bad", max_attempts=1)
+    def bad(ctx: JobContext) -> object:
+        return object()
+
+    job_id = bad.schedule().job_id
+    drain(app)
+    dead = job(app, job_id)
+    assert dead.dead_reason == "bad_result" and "not JSON" in (dead.last_error or "")
+
+
+def test_job_of_an_unknown_task_ends_dead_with_a_reason(app: App) -> None:
+    app.task(name="known", queue="shared")(lambda ctx: None)
+    spec = crawlq.JobSpec(queue="shared", task="renamed.elsewhere", max_attempts=1)
+    [result] = app.schedule_many([spec])
+    drain(app)
+    dead = job(app, result.job_id)
+    assert dead.dead_reason == "unknown_task" and "renamed.elsewhere" in (dead.last_error or "")
+
+
+def test_timeout_fails_the_attempt_and_frees_the_slot(app: App) -> None:
+    release = threading.Event()
+
+    @app.task(name="hang", timeout=0.2, max_attempts=1)
+    def hang(ctx: JobContext) -> None:
+        release.wait(10)
+
+    @app.task(name="quick")
+    def quick(ctx: JobContext) -> str:
+        return "done"
+
+    hung = hang.schedule().job_id
+    quick_ids = [quick.schedule().job_id for _ in range(5)]
+    worker = drain(app, concurrency=1)
+    release.set()
+    dead = job(app, hung)
+    assert (dead.state, dead.dead_reason) == (JobState.DEAD, "timeout")
+    assert "timeout of 0.2 s" in (dead.last_error or "")
+    assert all(job(app, i).state is JobState.DONE for i in quick_ids)
+    assert worker.counters.timed_out == 1
+
+
+def test_heartbeats_keep_a_job_longer_than_its_lease(app: App) -> None:
+    @app.task(name="long", lease=0.3)
+    def long(ctx: JobContext) -> int:
+        time.sleep(1.2)
+        return ctx.attempt
+
+    job_id = long.schedule().job_id
+    drain(app)
+    done = job(app, job_id)
+    assert (done.state, done.attempts, done.result) == (JobState.DONE, 1, 1)
+
+
+def run_in_thread(worker: crawlq.Worker) -> threading.Thread:
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    return thread
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
+
+
+def test_stop_lets_running_jobs_finish_within_the_grace(app: App) -> None:
+    started = threading.Event()
+
+    @app.task(name="slow")
+    def slow(ctx: JobContext) -> str:
+        started.set()
+        time.sleep(0.3)
+        return "finished"
+
+    job_id = slow.schedule().job_id
+    worker = app.worker(WorkerSettings(shutdown_grace=5, poll_timeout=0.05))
+    thread = run_in_thread(worker)
+    assert started.wait(5)
+    worker.stop()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert job(app, job_id).state is JobState.DONE
+
+
+def test_stop_now_releases_running_jobs_without_using_an_attempt(app: App) -> None:
+    started = threading.Event()
+    unblock = threading.Event()
+
+    @app.task(name="stuck", max_attempts=1)
+    def stuck(ctx: JobContext) -> None:
+        started.set()
+        unblock.wait(10)
+
+    job_id = stuck.schedule().job_id
+    worker = app.worker(WorkerSettings(shutdown_grace=30, poll_timeout=0.05))
+    thread = run_in_thread(worker)
+    assert started.wait(5)
+    worker.stop(now=True)
+    thread.join(10)
+    unblock.set()
+    released = job(app, job_id)
+    assert (released.state, released.attempts) == (JobState.PENDING, 0)
+    assert worker.counters.released == 1
+
+
+def test_grace_period_ends_with_a_release(app: App) -> None:
+    started = threading.Event()
+    unblock = threading.Event()
+
+    @app.task(name="stuck")
+    def stuck(ctx: JobContext) -> None:
+        started.set()
+        unblock.wait(10)
+
+    job_id = stuck.schedule().job_id
+    worker = app.worker(WorkerSettings(shutdown_grace=0.2, poll_timeout=0.05))
+    thread = run_in_thread(worker)
+    assert started.wait(5)
+    worker.stop()
+    thread.join(10)
+    unblock.set()
+    assert job(app, job_id).state is JobState.PENDING
+
+
+def test_idle_worker_starts_a_new_job_quickly(app: App) -> None:
+    done = threading.Event()
+
+    @app.task(name="ping")
+    def ping(ctx: JobContext) -> None:
+        done.set()
+
+    worker = app.worker(WorkerSettings(poll_timeout=5))
+    thread = run_in_thread(worker)
+    time.sleep(0.2)  # the worker is now waiting on the store
+    started = time.monotonic()
+    ping.schedule()
+    assert done.wait(5)
+    assert time.monotonic() - started < 1.0  # woken by the commit, not by the 5 s timeout
+    worker.stop()
+    thread.join(10)
+
+
+def test_worker_without_queues_is_refused(app: App) -> None:
+    with pytest.raises(crawlq.ConfigurationError, match="no queue"):
+        app.worker()
+
+
+@pytest.mark.parametrize(
+    ("settings", "fragment"),
+    [({"concurrency": 0}, "concurrency"), ({"prefetch": -1}, "prefetch"), ({"poll_timeout": 0}, "poll_timeout")],
+)
+def test_bad_worker_settings_are_refused(settings: dict[str, float], fragment: str) -> None:
+    with pytest.raises(crawlq.ConfigurationError, match=fragment):
+        WorkerSettings(**settings)  # type: ignore[arg-type]
