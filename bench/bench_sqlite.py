@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import multiprocessing as mp
 import os
 import platform
@@ -145,6 +146,31 @@ def filesystem_of(path: str) -> str:
         return "unknown"
 
 
+def crawlq_version() -> str:
+    """The crawlq under test: its git commit, and the files of crawlq/ changed since."""
+    import crawlq
+
+    repo = Path(crawlq.__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(repo), "log", "-1", "--format=%h %cd", "--date=iso"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(repo), "status", "--porcelain", "--", "crawlq"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split("\n")
+    except (OSError, subprocess.CalledProcessError):
+        return f"crawlq {crawlq.__version__} (no git information)"
+    changed = sorted(line[3:] for line in dirty if line.strip())
+    extra = f", with uncommitted changes to {', '.join(changed)}" if changed else ""
+    return f"crawlq {crawlq.__version__} at commit {head}{extra}"
+
+
 def machine_line(tmp: str) -> str:
     return (
         f"{os.cpu_count()} cores ({cpu_model()}), {platform.system()} {platform.release()}, "
@@ -166,7 +192,7 @@ class Bench:
         (tmp / "benchtasks.py").write_text(TASKS_MODULE)
         (tmp / "bench_runner.py").write_text(RUNNER.format(concurrency=CONCURRENCY))
         sys.path.insert(0, str(tmp))
-        import benchtasks  # noqa: PLC0415  (written just above)
+        import benchtasks
 
         self.tasks_module: Any = benchtasks
         self.worker_kind = "runner"
@@ -179,7 +205,7 @@ class Bench:
 
     @staticmethod
     def url(path: Path) -> str:
-        return f"sqlite:///{path}" if path.is_absolute() else f"sqlite:///{path}"
+        return f"sqlite:///{path}"  # an absolute path gives sqlite:////...
 
     def app(self, path: Path) -> Any:
         app = self.tasks_module.make_app(self.url(path))
@@ -195,10 +221,10 @@ class Bench:
 
     # worker subprocesses
 
-    def worker_cmd(self, burst: bool) -> list[str]:
+    def worker_cmd(self, path: Path, burst: bool) -> list[str]:
         if self.worker_kind == "cli":
             cmd = [sys.executable, "-m", "crawlq", "worker", "--app", "benchtasks:app"]
-            cmd += ["--concurrency", str(CONCURRENCY)]
+            cmd += ["--store", self.url(path), "--concurrency", str(CONCURRENCY)]
             return [*cmd, "--burst"] if burst else cmd
         cmd = [sys.executable, "bench_runner.py"]
         return [*cmd, "--burst"] if burst else cmd
@@ -208,10 +234,10 @@ class Bench:
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(self.tmp), env.get("PYTHONPATH", "")) if p
         )
-        log = open(self.tmp / f"worker-{tag}.log", "ab")  # noqa: SIM115
+        log = open(self.tmp / f"worker-{tag}.log", "ab")
         try:
             return subprocess.Popen(
-                self.worker_cmd(burst), cwd=self.tmp, env=env, stdout=log, stderr=log
+                self.worker_cmd(path, burst), cwd=self.tmp, env=env, stdout=log, stderr=log
             )
         finally:
             log.close()
@@ -251,8 +277,8 @@ class Bench:
     def worker_description(self) -> str:
         if self.worker_kind == "cli":
             return (
-                f"`python -m crawlq worker --app benchtasks:app --concurrency {CONCURRENCY} "
-                "[--burst]` (thread runtime)"
+                "`python -m crawlq worker --app benchtasks:app --store sqlite:///... "
+                f"--concurrency {CONCURRENCY} [--burst]` (thread runtime)"
             )
         return (
             "runner file: `benchtasks.app.worker(crawlq.WorkerSettings(burst=..., "
@@ -340,7 +366,7 @@ class Bench:
     def latency(self) -> tuple[float, float, float]:
         """An idle worker; jobs scheduled one at a time at ``latency_rate``/s; returns
         p50, p99 and max of started_at(task clock) - created_at, in ms."""
-        from crawlq.stores.base import JobFilter  # noqa: PLC0415
+        from crawlq.stores.base import JobFilter
 
         path = self.fresh_db("latency")
         app = self.app(path)
@@ -388,7 +414,7 @@ class Bench:
 
 def percentile(sorted_values: Sequence[float], p: float) -> float:
     """Nearest-rank percentile."""
-    k = max(0, min(len(sorted_values) - 1, int(round(p / 100 * len(sorted_values) + 0.5)) - 1))
+    k = max(0, min(len(sorted_values) - 1, math.ceil(p / 100 * len(sorted_values)) - 1))
     return sorted_values[k]
 
 
@@ -432,7 +458,7 @@ UPDATE {table}
 SET state = 'running', attempts = attempts + 1, worker_id = :worker_id,
     lease_token = lower(hex(randomblob(8))), lease_expires_at = :now + lease_seconds,
     started_at = :now
-WHERE id IN (SELECT id FROM {table}
+WHERE id IN (SELECT id FROM {table}{hint}
              WHERE queue = :queue AND state = 'ready' AND run_at <= :now
              ORDER BY priority DESC, run_at, id LIMIT :limit)
 RETURNING id, task, args, kwargs, attempts, lease_token
@@ -456,7 +482,7 @@ def raw_connect(path: str) -> sqlite3.Connection:
 def raw_create(path: str, schema: str) -> str:
     """Create the raw table (``raw``) or crawlq's own schema (``crawlq``); its name."""
     if schema == "crawlq":
-        from crawlq.stores import open_store  # noqa: PLC0415  (setup only, not timed)
+        from crawlq.stores import open_store
 
         open_store(f"sqlite:///{path}").close()
         return "crawlq_jobs"
@@ -502,7 +528,10 @@ def raw_insert_rate(path: str, table: str, n: int, batch: int) -> float:
 def raw_drain_proc(path: str, table: str, batch: int, ready: Any, go: Any, out: Any) -> None:
     """One raw worker: claim a batch (one transaction), ack each row (one transaction)."""
     conn = raw_connect(path)
-    claim = RAW_CLAIM.format(table=table)
+    # On crawlq's schema, the same index hint crawlq's claim query uses: without it SQLite
+    # picks crawlq_jobs_ready (queue, run_at) and sorts every due job on each claim.
+    hint = " INDEXED BY crawlq_jobs_claim" if table == "crawlq_jobs" else ""
+    claim = RAW_CLAIM.format(table=table, hint=hint)
     ack = RAW_ACK.format(table=table)
     worker_id = f"raw:{os.getpid()}"
     ready.set()
@@ -571,8 +600,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, help="runs per figure (default 3; quick 1)")
     parser.add_argument("--latency-jobs", type=int, help="default 500 (quick 100)")
     parser.add_argument("--latency-rate", type=float, default=50.0, help="jobs/s (default 50)")
-    parser.add_argument("--no-full-schema", action="store_true", help="skip the raw loop on "
-                        "crawlq's full schema")
+    parser.add_argument(
+        "--no-full-schema", action="store_true", help="skip the raw loop on crawlq's full schema"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
     n = args.n or (2_000 if args.quick else 20_000)
@@ -594,10 +624,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             row(key, section, label, unit)
             steps.append((key, lambda: res.add(key, label, unit, fn())))
 
-        add("sched1", "schedule", f"crawlq `task.schedule(i)`, one call per job", "jobs/s",
-            bench.schedule_single)
-        add("schedB", "schedule", f"crawlq `app.schedule_many`, batches of {SCHEDULE_BATCH}",
-            "jobs/s", bench.schedule_batch)
+        add(
+            "sched1",
+            "schedule",
+            "crawlq `task.schedule(i)`, one call per job",
+            "jobs/s",
+            bench.schedule_single,
+        )
+        add(
+            "schedB",
+            "schedule",
+            f"crawlq `app.schedule_many`, batches of {SCHEDULE_BATCH}",
+            "jobs/s",
+            bench.schedule_batch,
+        )
 
         def raw_insert(batch: int) -> Callable[[], float]:
             def fn() -> float:
@@ -607,14 +647,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return fn
 
-        add("rawins1", "schedule", "raw SQL insert, one transaction per job", "jobs/s",
-            raw_insert(1))
-        add("rawinsB", "schedule", f"raw SQL insert, {SCHEDULE_BATCH} per transaction "
-            "(executemany)", "jobs/s", raw_insert(SCHEDULE_BATCH))
+        add("rawins1", "raw", "raw SQL insert, one transaction per job", "jobs/s", raw_insert(1))
+        add(
+            "rawinsB",
+            "raw",
+            f"raw SQL insert, {SCHEDULE_BATCH} per transaction (executemany)",
+            "jobs/s",
+            raw_insert(SCHEDULE_BATCH),
+        )
 
-        row("drain1", "drain", f"crawlq, 1 worker process (start to exit)", "jobs/s")
-        row("drain2", "drain", "crawlq, 2 worker processes (start to all done in the store)",
-            "jobs/s")
+        row("drain1", "drain", "crawlq, 1 worker process (start to exit)", "jobs/s")
+        row(
+            "drain2",
+            "drain",
+            "crawlq, 2 worker processes (start to all done in the store)",
+            "jobs/s",
+        )
         row("drain2x", "drain", "crawlq, 2 worker processes (start to both exited)", "jobs/s")
 
         def drain1() -> None:
@@ -628,8 +676,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         steps.append(("drain1", drain1))
         steps.append(("drain2", drain2))
-        add("startup", "drain", "worker process start + exit, empty queue (in the figures "
-            "above)", "s", bench.worker_startup)
+        add(
+            "startup",
+            "drain",
+            "worker process start + exit, empty queue (in the figures above)",
+            "s",
+            bench.worker_startup,
+        )
 
         def raw_drain(schema: str, batch: int, procs: int) -> Callable[[], float]:
             def fn() -> float:
@@ -641,16 +694,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             return fn
 
         for schema in schemas:
-            where = ("raw table (same columns + claim index)" if schema == "raw"
-                     else "crawlq's full schema (5 indexes + count triggers)")
+            where = (
+                "raw table (same columns + claim index)"
+                if schema == "raw"
+                else "crawlq's full schema (5 indexes + count triggers)"
+            )
             for batch in (CONCURRENCY, 1):
                 if schema == "crawlq" and batch == 1:
                     continue
                 for procs in (1, 2):
-                    add(f"raw-{schema}-b{batch}-p{procs}", "raw",
+                    add(
+                        f"raw-{schema}-b{batch}-p{procs}",
+                        "raw",
                         f"raw SQL loop on {where}, batch {batch}, {procs} process"
-                        f"{'es' if procs > 1 else ''}", "jobs/s",
-                        raw_drain(schema, batch, procs))
+                        f"{'es' if procs > 1 else ''}",
+                        "jobs/s",
+                        raw_drain(schema, batch, procs),
+                    )
 
         row("lat50", "latency", "schedule-to-start p50", "ms")
         row("lat99", "latency", "schedule-to-start p99", "ms")
@@ -668,11 +728,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             for key, step in steps:
                 t = time.perf_counter()
                 step()
-                print(f"# run {run + 1}/{runs} {key}: {time.perf_counter() - t:.1f} s",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"# run {run + 1}/{runs} {key}: {time.perf_counter() - t:.1f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
-        report(res, bench, n, runs, latency_jobs, args.latency_rate, tmp,
-               time.perf_counter() - started, argv)
+        report(
+            res,
+            bench,
+            n,
+            runs,
+            latency_jobs,
+            args.latency_rate,
+            tmp,
+            time.perf_counter() - started,
+            argv,
+        )
     finally:
         if args.keep:
             print(f"# kept {tmp}", file=sys.stderr)
@@ -695,17 +767,20 @@ def report(
     cmd = " ".join([".venv/bin/python", "bench/bench_sqlite.py", *(argv or sys.argv[1:])])
     print(f"- command: `{cmd}`")
     print(f"- machine: {machine_line(str(tmp))}")
+    print(f"- code: {crawlq_version()}")
     print(f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
-    print(f"- N = {n:,} jobs per figure; {runs} run{'s' if runs > 1 else ''} per figure "
-          f"(median, min, max); latency: {latency_jobs} jobs at {latency_rate:g}/s; "
-          f"wall time {total:.0f} s")
+    print(
+        f"- N = {n:,} jobs per figure; {runs} run{'s' if runs > 1 else ''} per figure "
+        f"(median, min, max); latency: {latency_jobs} jobs at {latency_rate:g}/s; "
+        f"wall time {total:.0f} s"
+    )
     print(f"- worker: {bench.worker_description()}")
     print("- SQLite: WAL, synchronous=NORMAL (crawlq's default) everywhere")
     print()
-    print("| # | measurement | median | min | max | unit |")
+    print("| item | measurement | median | min | max | unit |")
     print("|---|---|---:|---:|---:|---|")
     numbers = {"schedule": "1", "drain": "3", "raw": "5", "latency": "4"}
-    order = ["schedule", "drain", "raw", "latency"]
+    order = ["schedule", "drain", "latency", "raw"]
     for section in order:
         for key, sec, label, unit in ROWS:
             if sec != section:
@@ -716,22 +791,31 @@ def report(
             num = numbers[section]
             if key == "schedB":
                 num = "2"
-            elif key.startswith("rawins"):
-                num = "5"
-            print(f"| {num} | {label} | {fmt(fig.median, unit)} | {fmt(min(fig.values), unit)} "
-                  f"| {fmt(max(fig.values), unit)} | {unit} |")
+            print(
+                f"| {num} | {label} | {fmt(fig.median, unit)} | {fmt(min(fig.values), unit)} "
+                f"| {fmt(max(fig.values), unit)} | {unit} |"
+            )
     print()
     ratios = [
         ("crawlq drain, 1 process / raw loop batch 8, 1 process", "drain1", "raw-raw-b8-p1"),
         ("crawlq drain, 1 process / raw loop batch 1, 1 process", "drain1", "raw-raw-b1-p1"),
         ("crawlq drain, 2 processes / raw loop batch 8, 2 processes", "drain2", "raw-raw-b8-p2"),
         ("crawlq drain, 2 processes / raw loop batch 1, 2 processes", "drain2", "raw-raw-b1-p2"),
-        ("crawlq drain, 1 process / raw loop on crawlq's schema, batch 8, 1 process", "drain1",
-         "raw-crawlq-b8-p1"),
-        ("crawlq drain, 2 processes / raw loop on crawlq's schema, batch 8, 2 processes",
-         "drain2", "raw-crawlq-b8-p2"),
-        ("raw loop on crawlq's schema / raw table, batch 8, 1 process", "raw-crawlq-b8-p1",
-         "raw-raw-b8-p1"),
+        (
+            "crawlq drain, 1 process / raw loop on crawlq's schema, batch 8, 1 process",
+            "drain1",
+            "raw-crawlq-b8-p1",
+        ),
+        (
+            "crawlq drain, 2 processes / raw loop on crawlq's schema, batch 8, 2 processes",
+            "drain2",
+            "raw-crawlq-b8-p2",
+        ),
+        (
+            "raw loop on crawlq's schema / raw table, batch 8, 1 process",
+            "raw-crawlq-b8-p1",
+            "raw-raw-b8-p1",
+        ),
         ("crawlq `task.schedule` / raw insert, one transaction per job", "sched1", "rawins1"),
         ("crawlq `schedule_many` (500) / raw insert, 500 per transaction", "schedB", "rawinsB"),
     ]
@@ -741,6 +825,13 @@ def report(
         va, vb = res.median(a), res.median(b)
         if va is not None and vb:
             print(f"| {label} | {va / vb:.1%} |")
+    drain1, startup, raw1 = res.median("drain1"), res.median("startup"), res.median("raw-raw-b8-p1")
+    if drain1 and startup is not None and raw1 and n / drain1 > startup:
+        warm = n / (n / drain1 - startup)
+        print(
+            f"| crawlq drain, 1 process, process start+exit left out ({warm:,.0f} jobs/s) "
+            f"/ raw loop batch 8, 1 process | {warm / raw1:.1%} |"
+        )
 
 
 if __name__ == "__main__":

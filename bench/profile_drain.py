@@ -63,8 +63,15 @@ class CallLog:
         self.seconds: Counter[str] = Counter()
         self.sizes: dict[str, Counter[int]] = {}
         self._lock = threading.Lock()
-        for name in ("job_claim", "job_complete", "job_heartbeat", "job_expire_leases",
-                     "job_prune", "job_wait", "job_next_due"):
+        for name in (
+            "job_claim",
+            "job_complete",
+            "job_heartbeat",
+            "job_expire_leases",
+            "job_prune",
+            "job_wait",
+            "job_next_due",
+        ):
             self._wrap(store, name)
 
     def _wrap(self, store: Any, name: str) -> None:
@@ -87,8 +94,10 @@ class CallLog:
         setattr(store, name, wrapper)
 
     def report(self, wall: float) -> str:
-        lines = ["| store call | calls | total s | share of wall | mean ms | sizes (size: count) |",
-                 "|---|---:|---:|---:|---:|---|"]
+        lines = [
+            "| store call | calls | total s | share of wall | mean ms | sizes (size: count) |",
+            "|---|---:|---:|---:|---:|---|",
+        ]
         for name, count in self.calls.most_common():
             sizes = self.sizes.get(name)
             shown = ""
@@ -157,7 +166,7 @@ def print_stats(stats: pstats.Stats, sort: str, top: int, blocking: bool) -> Non
     start = head[0]
     print(lines[start])
     shown = 0
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.strip():
             continue
         is_blocking = any(b in line for b in BLOCKING)
@@ -184,8 +193,10 @@ def main() -> int:
         worker = run_worker(app)
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         print(f"## Unprofiled in-process burst worker, N={args.n:,}, concurrency 8\n")
-        print(f"- wall {wall:.2f} s = {args.n / wall:,.0f} jobs/s; process CPU {cpu:.2f} s "
-              f"({cpu / wall:.0%} of one core)")
+        print(
+            f"- wall {wall:.2f} s = {args.n / wall:,.0f} jobs/s; process CPU {cpu:.2f} s "
+            f"({cpu / wall:.0%} of one core)"
+        )
         print(f"- counters: {worker.counters}\n")
         print(log.report(wall))
         app.close()

@@ -135,6 +135,7 @@ class App:
             )
         if key is not None and not isinstance(key, str):
             raise ConfigurationError(f"key must be a str, not {type(key).__name__}")
+        task.check_call(args, kwargs)
         plain_args, plain_kwargs = encode_arguments(
             task.name, args, kwargs, names=task.arg_names, max_bytes=self.max_payload_bytes
         )

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from crawlq.config import DEFAULT_LEASE_SECONDS, DEFAULT_MAX_ATTEMPTS
-from crawlq.exceptions import ConfigurationError
+from crawlq.exceptions import ConfigurationError, PayloadError
 from crawlq.jobs import ConflictPolicy, JobSpec, ScheduleResult
 from crawlq.retry import Backoff
 
@@ -89,9 +89,20 @@ class Task(Generic[P, R]):
         self.fn = fn
         self.name = name
         self.options = options
-        params = list(inspect.signature(fn).parameters.values())[1:]
+        self.signature = inspect.signature(fn)
+        params = list(self.signature.parameters.values())[1:]
         self.arg_names: tuple[str, ...] = tuple(p.name for p in params)
         self.is_async = inspect.iscoroutinefunction(fn)
+
+    def check_call(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        """Refuse arguments the function cannot take, before anything is scheduled."""
+        try:
+            self.signature.bind(None, *args, **kwargs)
+        except TypeError as exc:
+            raise PayloadError(
+                f"task {self.name!r} cannot be called with these arguments: {exc} "
+                f"(it takes ctx, {', '.join(self.arg_names) or 'nothing else'})"
+            ) from None
 
     def __repr__(self) -> str:
         return f"<Task {self.name} queue={self.options.queue}>"

@@ -82,7 +82,9 @@ def main() -> None:
     print("\nstats: crawlq stats")
     subprocess.run([*crawlq_cmd, "stats", *store], check=True)
     for job in app.store.job_list(crawlq.stores.base.JobFilter(task="scrape_book")):
-        print(f"  job {job.id:>3} {job.state:<7} {job.args[0]:<12} -> {job.result or job.dead_reason}")
+        print(
+            f"  job {job.id:>3} {job.state:<7} {job.args[0]:<12} -> {job.result or job.dead_reason}"
+        )
 
 
 if __name__ == "__main__":

@@ -1,7 +1,54 @@
-"""The ``crawlq`` command (placeholder until the CLI lands)."""
+"""The ``crawlq`` command: ``main()`` and the assembly of its subcommands.
+
+One module per subcommand group: ``worker``, ``stats``, ``jobs`` (jobs, job, cancel,
+prune), ``dlq`` and ``schedule``; ``common`` holds the ``--app``/``--store`` target and
+error handling, ``output`` the tables and JSON, ``params`` the option types.
+cli/ is the only part of crawlq that reads environment variables (``CRAWLQ_APP`` and
+``CRAWLQ_STORE``, in ``common``).
+"""
 
 from __future__ import annotations
 
+import click
+
+from crawlq.cli.common import CrawlqGroup, Target, group_target_options
+from crawlq.cli.dlq import dlq
+from crawlq.cli.jobs import cancel, job, jobs, prune
+from crawlq.cli.schedule import schedule
+from crawlq.cli.stats import stats
+from crawlq.cli.worker import worker
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+@click.group("crawlq", cls=CrawlqGroup, context_settings=CONTEXT_SETTINGS)
+@group_target_options
+@click.version_option(package_name="crawlq", prog_name="crawlq")
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """crawlq: a durable job queue for web scraping.
+
+    --app and --store can be given here or to each command (the command's value wins).
+    Commands that only read or manage jobs (stats, jobs, job, dlq, cancel, prune,
+    schedule) need only a store; worker needs --app.
+
+    \b
+    Example:
+      export CRAWLQ_STORE=sqlite:///jobs.db
+      crawlq schedule fetch --app myjobs:app --args '["https://example.com"]'
+      crawlq worker --app myjobs:app --concurrency 8
+      crawlq stats
+    """
+    ctx.ensure_object(Target)
+
+
+for command in (worker, schedule, stats, jobs, job, cancel, prune, dlq):
+    cli.add_command(command)
+
 
 def main() -> None:
-    raise SystemExit("crawlq: the command line is not built yet")
+    """Entry point of the ``crawlq`` console script and of ``python -m crawlq``."""
+    cli.main(prog_name="crawlq")
+
+
+__all__ = ["cli", "main"]

@@ -167,14 +167,18 @@ def _build_app(target: Target, need_app: str | None) -> App:
     return app
 
 
+def current_target() -> Target:
+    """The target of the running command."""
+    return click.get_current_context().ensure_object(Target)
+
+
 @contextmanager
 def open_app(need_app: str | None = None) -> Iterator[App]:
     """The app the options name (or a bare App on the store), closed afterwards.
 
     ``need_app`` is the command's name when it cannot work without ``--app``.
     """
-    ctx = click.get_current_context()
-    app = _build_app(ctx.ensure_object(Target), need_app)
+    app = _build_app(current_target(), need_app)
     try:
         yield app
     finally:

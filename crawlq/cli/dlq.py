@@ -18,7 +18,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @click.group()
 def dlq() -> None:
-    """The dead-letter queue: jobs out of attempts, discarded, or whose last lease expired.
+    """List, requeue and purge dead jobs.
+
+    The dead-letter queue holds jobs out of attempts, discarded by their task, or whose
+    last lease expired. They keep their last error until requeued or purged.
 
     \b
     Example:
@@ -30,23 +33,23 @@ def dlq() -> None:
 
 @dlq.command("list")
 @target_options
-@click.option("--queue", help="Only dead jobs of this queue.")
-@click.option("--task", help="Only dead jobs of this task.")
+@click.option("--queue", metavar="QUEUE", help="Only dead jobs of this queue.")
+@click.option("--task", metavar="TASK", help="Only dead jobs of this task.")
 @limit_option
 @after_id_option
 @json_option
 def list_dead(
     queue: str | None, task: str | None, limit: int, after_id: int, as_json: bool
 ) -> None:
-    """List dead jobs: why they died, when, and the last line of their last error.
+    """List dead jobs.
+
+    Shows why each job died, when, and the last line of its last error.
 
     \b
     Example:
       crawlq dlq list --queue pages --limit 20
     """
-    where = JobFilter(
-        queue=queue, task=task, state=JobState.DEAD, limit=limit, after_id=after_id
-    )
+    where = JobFilter(queue=queue, task=task, state=JobState.DEAD, limit=limit, after_id=after_id)
     with open_app() as app:
         found = app.store.job_list(where)
     print_jobs(found, as_json=as_json, limit=limit, dead=True)
@@ -54,7 +57,7 @@ def list_dead(
 
 def selector_options(f: F) -> F:
     f = click.option("--all", "select_all", is_flag=True, help="Every dead job.")(f)
-    f = click.option("--queue", help="The dead jobs of this queue.")(f)
+    f = click.option("--queue", metavar="QUEUE", help="The dead jobs of this queue.")(f)
     return click.option(
         "--id",
         "ids",
@@ -68,7 +71,9 @@ def selector_options(f: F) -> F:
 def dead_filter(verb: str, ids: tuple[int, ...], queue: str | None, select_all: bool) -> JobFilter:
     """The filter the selector options name; refuses none, and --all with another."""
     if select_all and (ids or queue):
-        raise click.UsageError(f"--all {verb}s every dead job: give it alone, not with --id/--queue")
+        raise click.UsageError(
+            f"--all {verb}s every dead job: give it alone, not with --id/--queue"
+        )
     if not (select_all or ids or queue):
         raise click.UsageError(
             f"say which dead jobs to {verb}: give --id ID (repeatable), --queue QUEUE or --all"

@@ -17,7 +17,7 @@ from crawlq.cli.output import (
     print_json,
     table,
 )
-from crawlq.cli.params import DURATION
+from crawlq.cli.params import duration
 from crawlq.jobs import Job, JobState
 from crawlq.stores.base import JobFilter
 
@@ -28,6 +28,7 @@ limit_option = click.option(
     type=click.IntRange(min=1),
     default=DEFAULT_LIMIT,
     show_default=True,
+    metavar="N",
     help="Show at most this many jobs.",
 )
 after_id_option = click.option(
@@ -42,13 +43,13 @@ after_id_option = click.option(
 
 @click.command()
 @target_options
-@click.option("--queue", help="Only jobs of this queue.")
+@click.option("--queue", metavar="QUEUE", help="Only jobs of this queue.")
 @click.option(
     "--state",
     type=click.Choice([s.value for s in JobState]),
     help="Only jobs in this state.",
 )
-@click.option("--task", help="Only jobs of this task (its registered name).")
+@click.option("--task", metavar="TASK", help="Only jobs of this task (its registered name).")
 @limit_option
 @after_id_option
 @json_option
@@ -60,8 +61,10 @@ def jobs(
     after_id: int,
     as_json: bool,
 ) -> None:
-    """List jobs, oldest first: id, queue, task, state, attempts, priority, key, run_at and
-    the last line of the last error.
+    """List jobs, oldest first.
+
+    Shows id, queue, task, state, attempts/max_attempts, priority, key, run_at (local
+    time) and the last line of the last error; --json shows every field.
 
     \b
     Example:
@@ -107,7 +110,9 @@ def _detail_rows(job: Job) -> list[tuple[str, object]]:
 @click.argument("job_id", metavar="ID", type=int)
 @json_option
 def job(job_id: int, as_json: bool) -> None:
-    """Show one job in full, with its last error (a traceback) and its result.
+    """Show one job in full.
+
+    Every field, the result of a done job and the last error (with its traceback).
 
     Exits 1 if there is no such job (or it was pruned).
 
@@ -154,8 +159,7 @@ def cancel(job_ids: tuple[int, ...]) -> None:
     click.echo(f"cancelled {len(cancelled)}: {', '.join(map(str, cancelled)) or '-'}")
     if rest:
         click.echo(
-            f"not cancellable (finished, or no such job) {len(rest)}: "
-            + ", ".join(map(str, rest))
+            f"not cancellable (finished, or no such job) {len(rest)}: " + ", ".join(map(str, rest))
         )
 
 
@@ -163,13 +167,17 @@ def cancel(job_ids: tuple[int, ...]) -> None:
 @target_options
 @click.option(
     "--older-than",
-    type=DURATION,
+    type=str,
+    callback=duration,
+    metavar="SECONDS",
     required=True,
     help="Delete done and cancelled jobs that finished more than this long ago "
     "(seconds, or 90s, 15m, 2h, 7d).",
 )
 def prune(older_than: float) -> None:
-    """Delete done and cancelled jobs past a retention; dead jobs are kept (see crawlq dlq).
+    """Delete done and cancelled jobs that finished long ago.
+
+    Dead jobs are kept: see crawlq dlq purge.
 
     Workers prune on their own (crawlq worker --retention); this is for stores no worker
     is running on.

@@ -1,4 +1,5 @@
-"""Option types and parsers: durations, ISO date-times, JSON arguments."""
+"""Option parsers: durations, ISO date-times, JSON arguments. They are callbacks on str
+options, so their errors name the option and exit with a usage error (code 2)."""
 
 from __future__ import annotations
 
@@ -13,56 +14,48 @@ _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(s|m|min|h|d)?\s*$", re.IGNORECASE)
 
 
-class Duration(click.ParamType):
-    """Seconds, as a number (``90``, ``0.5``) or with a unit (``90s``, ``15m``, ``2h``, ``7d``)."""
-
-    name = "seconds"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, int | float):
-            return float(value)
-        match = _DURATION.match(str(value))
-        if match is None:
-            self.fail(
-                f"{value!r} is not a duration: give seconds (30, 0.5) or a number with a "
-                "unit s, m, h or d (90s, 15m, 2h, 7d)",
-                param,
-                ctx,
-            )
-        number, unit = match.groups()
-        return float(number) * _UNITS[(unit or "").lower()]
+def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """Option callback: seconds, as a number (``90``, ``0.5``) or with a unit (``90s``,
+    ``15m``, ``2h``, ``7d``)."""
+    if value is None:
+        return None
+    match = _DURATION.match(value)
+    if match is None:
+        raise click.BadParameter(
+            f"{value!r} is not a duration: give seconds (30, 0.5) or a number with a unit "
+            "s, m, h or d (90s, 15m, 2h, 7d)",
+            ctx,
+            param,
+        )
+    number, unit = match.groups()
+    return float(number) * _UNITS[(unit or "").lower()]
 
 
-class IsoDateTime(click.ParamType):
-    """An ISO 8601 date and time; without an offset it is local time."""
+def iso_datetime(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
+    """Option callback: an ISO 8601 date and time; without an offset it is local time."""
+    if value is None:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not an ISO 8601 date and time, e.g. 2030-01-31T09:30:00+00:00 "
+            "(without an offset it is local time)",
+            ctx,
+            param,
+        ) from None
+    return moment if moment.tzinfo is not None else moment.astimezone()
 
-    name = "iso_datetime"
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if isinstance(value, datetime):
-            return value
-        try:
-            moment = datetime.fromisoformat(str(value).strip())
-        except ValueError:
-            self.fail(
-                f"{value!r} is not an ISO 8601 date and time, e.g. 2030-01-31T09:30:00+00:00 "
-                "(without an offset it is local time)",
-                param,
-                ctx,
-            )
-        return moment if moment.tzinfo is not None else moment.astimezone()
-
-
-DURATION = Duration()
-ISO_DATETIME = IsoDateTime()
 
 _EXAMPLES = {
     "array": "'[\"https://example.com\", 2]'",
-    "object": "'{\"depth\": 2, \"follow\": true}'",
+    "object": '\'{"depth": 2, "follow": true}\'',
 }
 
 
-def parse_json_option(option: str, raw: str | None, kind: type[list[Any]] | type[dict[str, Any]]) -> Any:
+def parse_json_option(
+    option: str, raw: str | None, kind: type[list[Any]] | type[dict[str, Any]]
+) -> Any:
     """Parse ``raw`` as a JSON array or object; a UsageError says what is wrong."""
     if raw is None:
         return kind()

@@ -9,9 +9,9 @@ from typing import Any
 import click
 
 from crawlq.app import App
-from crawlq.cli.common import json_option, open_app, target_options
-from crawlq.cli.output import iso_utc, print_json
-from crawlq.cli.params import DURATION, ISO_DATETIME, parse_json_option
+from crawlq.cli.common import current_target, json_option, open_app, target_options
+from crawlq.cli.output import print_json
+from crawlq.cli.params import duration, iso_datetime, parse_json_option
 from crawlq.config import DEFAULT_MAX_PAYLOAD_BYTES
 from crawlq.jobs import JobSpec
 from crawlq.payload import encode_arguments
@@ -61,7 +61,10 @@ def spec_without_app(req: Request) -> JobSpec:
 @target_options
 @click.argument("task_name", metavar="TASK")
 @click.option(
-    "--args", "args_json", metavar="JSON_ARRAY", help="Positional arguments, e.g. '[\"https://example.com\", 2]'."
+    "--args",
+    "args_json",
+    metavar="JSON_ARRAY",
+    help="Positional arguments, e.g. '[\"https://example.com\", 2]'.",
 )
 @click.option(
     "--kwargs",
@@ -71,20 +74,28 @@ def spec_without_app(req: Request) -> JobSpec:
 )
 @click.option(
     "--delay",
-    type=DURATION,
+    type=str,
+    callback=duration,
+    metavar="SECONDS",
     help="Due this long from now (seconds, or 90s, 15m, 2h, 7d).  [default: due now]",
 )
 @click.option(
     "--at",
-    type=ISO_DATETIME,
+    type=str,
+    callback=iso_datetime,
     metavar="ISO_DATETIME",
     help="Due at this time, e.g. 2030-01-31T09:30:00+00:00 (no offset: local time).",
 )
-@click.option("--key", help="Unique key: at most one live job per (queue, key).")
+@click.option("--key", metavar="KEY", help="Unique key: at most one live job per (queue, key).")
 @click.option(
-    "--priority", type=int, help="Higher runs first.  [default: the task's priority, else 0]"
+    "--priority",
+    type=int,
+    metavar="N",
+    help="Higher runs first.  [default: the task's priority, else 0]",
 )
-@click.option("--queue", help="The queue.  [default: the task's queue, which is its name]")
+@click.option(
+    "--queue", metavar="QUEUE", help="The queue.  [default: the task's queue, which is its name]"
+)
 @json_option
 def schedule(
     task_name: str,
@@ -97,14 +108,16 @@ def schedule(
     queue: str | None,
     as_json: bool,
 ) -> None:
-    """Schedule one job of TASK and print its id and what happened: created, updated or
-    unchanged (a job with --key was live), or deferred (that job is running; this request
-    becomes a job when it ends).
+    """Schedule one job of TASK.
+
+    Prints the job id and what happened: created, updated or unchanged (a job with this
+    --key was live), or deferred (that job is running; this request becomes a job when
+    it ends).
 
     With --app, TASK is the name of a task registered on the app, and its options apply
-    (queue, max_attempts, lease, timeout, on_conflict, priority) and its arguments are
-    checked. Without --app, the job goes to queue --queue or TASK with default options;
-    a worker of an app that registers TASK will run it.
+    (queue, max_attempts, lease, timeout, on_conflict, priority). Without --app, the job
+    goes to queue --queue or TASK with default options; a worker of an app that registers
+    TASK will run it. Arguments must be JSON values either way.
 
     \b
     Example:
@@ -123,14 +136,9 @@ def schedule(
         priority=priority,
         queue=queue,
     )
-    ctx = click.get_current_context()
     with open_app() as app:
-        loaded = ctx.find_object(_Loaded)
-        spec = spec_from_app(app, req) if _has_app(ctx) else spec_without_app(req)
+        spec = spec_from_app(app, req) if current_target().app_ref else spec_without_app(req)
         result = app.schedule_many([spec])[0]
-        job = app.get_job(result.job_id)
-    del loaded
-    run_at = None if job is None else job.run_at
     if as_json:
         print_json(
             {
@@ -138,7 +146,6 @@ def schedule(
                 "outcome": result.outcome.value,
                 "queue": spec.queue,
                 "task": spec.task,
-                "run_at": iso_utc(run_at),
             }
         )
         return

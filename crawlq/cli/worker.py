@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import click
 
 from crawlq.cli.common import open_app, target_options
-from crawlq.cli.params import DURATION
+from crawlq.cli.params import duration
 from crawlq.config import (
     DEFAULT_CONCURRENCY,
     DEFAULT_POLL_TIMEOUT,
@@ -21,7 +21,7 @@ from crawlq.config import (
 from crawlq.worker.runtime import RUNTIMES
 from crawlq.worker.worker import Worker
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
@@ -66,6 +66,7 @@ def summary(worker: Worker) -> str:
     "-c",
     "--concurrency",
     type=int,
+    metavar="N",
     default=DEFAULT_CONCURRENCY,
     show_default=True,
     help="Slots: jobs running at once.",
@@ -73,29 +74,36 @@ def summary(worker: Worker) -> str:
 @click.option(
     "--prefetch",
     type=int,
+    metavar="N",
     default=0,
     show_default=True,
     help="Extra jobs claimed ahead of free slots, held leased until a slot frees up.",
 )
 @click.option(
     "--shutdown-grace",
-    type=DURATION,
-    default=DEFAULT_SHUTDOWN_GRACE,
+    type=str,
+    callback=duration,
+    metavar="SECONDS",
+    default=f"{DEFAULT_SHUTDOWN_GRACE:g}",
     show_default=True,
     help="Seconds running jobs get to finish after SIGTERM/SIGINT; then they are released.",
 )
 @click.option(
     "--poll-timeout",
-    type=DURATION,
-    default=DEFAULT_POLL_TIMEOUT,
+    type=str,
+    callback=duration,
+    metavar="SECONDS",
+    default=f"{DEFAULT_POLL_TIMEOUT:g}",
     show_default=True,
     help="Longest wait between two claims when idle.",
 )
 @click.option(
     "--retention",
-    type=DURATION,
-    default=DEFAULT_RETENTION_SECONDS,
-    show_default="7d",
+    type=str,
+    callback=duration,
+    metavar="SECONDS",
+    default=f"{DEFAULT_RETENTION_SECONDS / 86400:g}d",
+    show_default=True,
     help="How long done and cancelled jobs are kept before the worker prunes them.",
 )
 @click.option(
@@ -109,7 +117,7 @@ def summary(worker: Worker) -> str:
 @click.option(
     "--log-level",
     type=click.Choice(LOG_LEVELS, case_sensitive=False),
-    default="INFO",
+    default="info",
     show_default=True,
     help="Log records of this level and above go to stderr.",
 )
@@ -149,4 +157,3 @@ def worker(
         running = Worker(app, settings, runtime=runtime)
         running.run()
         click.echo(summary(running))
-

@@ -45,15 +45,16 @@ class Processes:
         return self.spawn([sys.executable, *args], log=log)
 
     def spawn(self, argv: list[str], log: str | None = None) -> subprocess.Popen[str]:
-        stderr = open(self.workdir / log, "w") if log else subprocess.DEVNULL  # noqa: SIM115
-        proc = subprocess.Popen(
-            argv,
-            cwd=self.workdir,
-            env=self.env(),
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            text=True,
-        )
+        target = self.workdir / (log or "/dev/null")
+        with open(target, "w") as stderr:  # the child keeps its own copy
+            proc = subprocess.Popen(
+                argv,
+                cwd=self.workdir,
+                env=self.env(),
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                text=True,
+            )
         self.started.append(proc)
         return proc
 

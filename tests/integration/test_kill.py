@@ -31,7 +31,9 @@ def test_jobs_held_by_a_killed_worker_all_end_done(procs: Processes) -> None:
     fetch = app.task(name="fetch", lease=1.0, max_attempts=3)(lambda ctx, n, s: n)
     ids = [r.job_id for r in fetch.schedule_many([[i, 0.2] for i in range(100)])]
 
-    victim = procs.crawlq("worker", "--app", "killtasks:app", "--concurrency", "8", log="victim.err")
+    victim = procs.crawlq(
+        "worker", "--app", "killtasks:app", "--concurrency", "8", log="victim.err"
+    )
     wait_until(
         lambda: len(app.store.job_list(JobFilter(state=JobState.RUNNING))) >= 8,
         timeout=30,
@@ -63,7 +65,13 @@ def test_sigterm_finishes_short_jobs_and_releases_long_ones(procs: Processes) ->
     long = fetch.schedule(99, 60).job_id
 
     worker = procs.crawlq(
-        "worker", "--app", "killtasks:app", "--concurrency", "4", "--shutdown-grace", "2",
+        "worker",
+        "--app",
+        "killtasks:app",
+        "--concurrency",
+        "4",
+        "--shutdown-grace",
+        "2",
         log="worker.err",
     )
     wait_until(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import crawlq
@@ -69,8 +68,7 @@ def test_four_producers_and_four_workers_share_one_file(procs: Processes, tmp_pa
         for i in range(4)
     ]
     producers = [
-        procs.python("producer.py", str(i), str(SECONDS), log=f"producer-{i}.err")
-        for i in range(4)
+        procs.python("producer.py", str(i), str(SECONDS), log=f"producer-{i}.err") for i in range(4)
     ]
     for proc in producers:
         assert proc.wait(SECONDS + 120) == 0

@@ -45,7 +45,9 @@ def test_task_defaults_and_options(app: App) -> None:
         ({"timeout": -1}, "timeout must be positive"),
     ],
 )
-def test_bad_task_options_fail_at_decoration(app: App, options: dict[str, object], fragment: str) -> None:
+def test_bad_task_options_fail_at_decoration(
+    app: App, options: dict[str, object], fragment: str
+) -> None:
     with pytest.raises(crawlq.ConfigurationError) as err:
         app.task(name="bad", **options)(lambda ctx: None)
     assert fragment in str(err.value)
@@ -152,3 +154,18 @@ def test_bad_store_urls_say_how_to_fix_them(url: str, fragment: str) -> None:
     with pytest.raises(crawlq.ConfigurationError) as err:
         crawlq.open_store(url)
     assert fragment in str(err.value)
+
+
+def test_arguments_the_function_cannot_take_are_refused_at_schedule_time(app: App) -> None:
+    @app.task(name="fetch")
+    def fetch(ctx: crawlq.JobContext, url: str, depth: int = 0) -> None: ...
+
+    with pytest.raises(
+        crawlq.PayloadError, match=r"task 'fetch' cannot be called.*ctx, url, depth"
+    ):
+        fetch.schedule("a", 1, 2)
+    with pytest.raises(crawlq.PayloadError, match="unexpected keyword argument 'proxy'"):
+        fetch.schedule("a", proxy="p")
+    with pytest.raises(crawlq.PayloadError, match="missing a required argument"):
+        fetch.schedule()
+    assert app.stats() == []

@@ -40,7 +40,9 @@ def test_non_json_argument_is_refused_naming_it(value: object, fragment: str) ->
 
 
 def test_nested_bad_value_names_the_path() -> None:
-    with pytest.raises(crawlq.PayloadError, match=r"argument 'url' of task 'scrape'\[0\]\['when'\]"):
+    with pytest.raises(
+        crawlq.PayloadError, match=r"argument 'url' of task 'scrape'\[0\]\['when'\]"
+    ):
         encode([{"when": dt.date(2026, 1, 1)}])
 
 

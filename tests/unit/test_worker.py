@@ -302,7 +302,11 @@ def test_worker_without_queues_is_refused(app: App) -> None:
 
 @pytest.mark.parametrize(
     ("settings", "fragment"),
-    [({"concurrency": 0}, "concurrency"), ({"prefetch": -1}, "prefetch"), ({"poll_timeout": 0}, "poll_timeout")],
+    [
+        ({"concurrency": 0}, "concurrency"),
+        ({"prefetch": -1}, "prefetch"),
+        ({"poll_timeout": 0}, "poll_timeout"),
+    ],
 )
 def test_bad_worker_settings_are_refused(settings: dict[str, float], fragment: str) -> None:
     with pytest.raises(crawlq.ConfigurationError, match=fragment):

@@ -88,6 +88,11 @@ SET state = CASE WHEN :delay <= 0 THEN 'ready' ELSE 'scheduled' END,
     lease_token = NULL, lease_expires_at = NULL
 WHERE id = :id AND lease_token = :token AND state = 'running';
 
+-- name: job_any_lease_expired
+SELECT EXISTS (
+    SELECT 1 FROM crawlq_jobs WHERE state = 'running' AND lease_expires_at < :now
+);
+
 -- name: job_expire_leases
 UPDATE crawlq_jobs
 SET state = CASE WHEN attempts < max_attempts THEN 'ready' ELSE 'dead' END,
@@ -123,7 +128,8 @@ LIMIT :limit;
 -- name: job_requeue
 UPDATE crawlq_jobs
 SET state = 'ready', attempts = 0, run_at = :now, finished_at = NULL, dead_reason = NULL,
-    lease_token = NULL, lease_expires_at = NULL, worker_id = NULL
+    lease_token = NULL, lease_expires_at = NULL, worker_id = NULL,
+    followup = NULL  -- spent when the job died: it must not become a job a second time
 WHERE id = :id AND state = 'dead'
   AND (key IS NULL OR NOT EXISTS (
         SELECT 1 FROM crawlq_jobs AS live

@@ -430,6 +430,12 @@ class SQLiteStore:
     def job_expire_leases(self, *, now: Timestamp | None = None) -> list[JobId]:
         t = self._now(now)
 
+        def any_expired(conn: sqlite3.Connection) -> bool:
+            return bool(conn.execute(Q["job_any_lease_expired"], {"now": t}).fetchone()[0])
+
+        if not self._read("probing for expired leases", any_expired):
+            return []  # the common case takes no write lock
+
         def work(conn: sqlite3.Connection) -> list[JobId]:
             rows = conn.execute(Q["job_expire_leases"], {"now": t}).fetchall()
             self._spawn_followups(conn, [r for r in rows if r["state"] == "dead"], t)
@@ -491,6 +497,8 @@ class SQLiteStore:
 
     def job_purge(self, where: JobFilter) -> int:
         params = self._filter_params(where)
+        if where.state is None:  # select finished jobs before ``limit`` applies
+            params["state"] = _dumps(sorted(_FINISHED))
 
         def work(conn: sqlite3.Connection) -> int:
             rows = conn.execute(Q["job_list"], params).fetchall()

@@ -1,0 +1,514 @@
+"""The ``crawlq`` command: CliRunner for most commands on a temporary SQLite file, and real
+processes for the worker (``python -m crawlq worker --app module:app``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from crawlq.cli import cli
+from crawlq.cli.output import first_line, human_age
+from tests.integration.conftest import wait_until
+
+TASKS = """
+    import time
+    from pathlib import Path
+
+    import crawlq
+
+    app = crawlq.App("sqlite:///not-this-one.db")
+
+    @app.task(name="double")
+    def double(ctx, n):
+        return n * 2
+
+    @app.task(name="fetch", queue="pages", max_attempts=5, priority=3)
+    def fetch(ctx, url, depth=0):
+        return {"url": url, "depth": depth}
+
+    @app.task(name="boom", max_attempts=1)
+    def boom(ctx):
+        raise ValueError("it [red]broke[/red]\\nfor good")
+
+    @app.task(name="slow")
+    def slow(ctx, seconds):
+        Path("started").write_text(str(ctx.job_id))
+        time.sleep(seconds)
+        return "slept"
+
+    not_an_app = 42
+"""
+
+
+@pytest.fixture(autouse=True)
+def _strip_crawlq_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("CRAWLQ_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def store_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'jobs.db'}"
+
+
+@pytest.fixture
+def tasks_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A tasks module in tmp_path (the current directory), importable as ``<name>:app``."""
+    name = f"clitasks_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(TASKS))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield name
+    sys.modules.pop(name, None)
+
+
+Invoke = Callable[..., Result]
+
+
+@pytest.fixture
+def crawlq(store_url: str) -> Invoke:
+    """Run ``crawlq --store <tmp store> ARGS`` in-process."""
+
+    def invoke(*args: str, input: str | None = None, store: bool = True) -> Result:
+        argv = ["--store", store_url, *args] if store else list(args)
+        return CliRunner().invoke(cli, argv, input=input, catch_exceptions=False)
+
+    return invoke
+
+
+def as_json(result: Result) -> Any:
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def assert_clean_error(result: Result, code: int, *fragments: str) -> None:
+    """Failed with ``code``, a one-line-ish message on stderr and no traceback."""
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output
+    assert result.stdout == ""
+    for fragment in fragments:
+        assert fragment in result.stderr
+
+
+def stats_of(crawlq: Invoke, queue: str) -> dict[str, Any]:
+    rows = as_json(crawlq("stats", "--json"))
+    found: dict[str, Any] = next(row for row in rows if row["queue"] == queue)
+    return found
+
+
+# -- help ------------------------------------------------------------------------------
+
+
+def test_help_names_every_command_and_the_env_vars(crawlq: Invoke) -> None:
+    result = crawlq("--help", store=False)
+    assert result.exit_code == 0
+    for word in ("worker", "schedule", "stats", "jobs", "job", "dlq", "cancel", "prune"):
+        assert f"  {word} " in result.stdout
+    assert "CRAWLQ_STORE" in result.stdout and "CRAWLQ_APP" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "fragments"),
+    [
+        (["worker"], ["--concurrency", "[default: 8]", "--burst", "[default: 30]"]),
+        (["schedule"], ["--args", "JSON_ARRAY", "--delay", "--at", "--key"]),
+        (["stats"], ["--json"]),
+        (["jobs"], ["--state", "[default: 50;", "--after-id"]),
+        (["job"], ["--json"]),
+        (["cancel"], ["ID..."]),
+        (["prune"], ["--older-than"]),
+        (["dlq", "list"], ["--limit"]),
+        (["dlq", "requeue"], ["--id", "--queue", "--all"]),
+        (["dlq", "purge"], ["--yes"]),
+    ],
+)
+def test_each_command_help_shows_options_defaults_and_env(
+    crawlq: Invoke, command: list[str], fragments: list[str]
+) -> None:
+    result = crawlq(*command, "--help", store=False)
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.split())  # undo the wrapping
+    for fragment in [*fragments, "--store", "CRAWLQ_STORE", "--app", "CRAWLQ_APP", "Example"]:
+        assert fragment in text, fragment
+
+
+# -- schedule, jobs, job, stats without an app ------------------------------------------
+
+
+def test_schedule_without_app_lists_and_counts_the_job(crawlq: Invoke) -> None:
+    out = as_json(crawlq("schedule", "fetch", "--args", '["https://example.com", 2]', "--json"))
+    assert out["outcome"] == "created" and out["queue"] == "fetch" and out["task"] == "fetch"
+
+    listed = as_json(crawlq("jobs", "--json"))
+    assert [(j["id"], j["queue"], j["args"], j["state"]) for j in listed] == [
+        (out["job_id"], "fetch", ["https://example.com", 2], "pending")
+    ]
+    assert listed[0]["run_at"].endswith("+00:00")
+    row = stats_of(crawlq, "fetch")
+    assert (row["due"], row["scheduled"], row["done"]) == (1, 0, 0)
+    assert row["oldest_due_age"] >= 0
+
+
+def test_schedule_with_a_key_reports_what_happened(crawlq: Invoke) -> None:
+    first = crawlq("schedule", "fetch", "--key", "example.com", "--queue", "pages")
+    again = crawlq("schedule", "fetch", "--key", "example.com", "--queue", "pages", "--delay", "1h")
+    assert first.exit_code == again.exit_code == 0
+    assert first.stdout.strip() == "job 1 created (queue pages)"
+    assert again.stdout.strip() == "job 1 updated (queue pages)"
+    row = stats_of(crawlq, "pages")
+    assert (row["due"], row["scheduled"]) == (0, 1)
+
+
+def test_schedule_at_a_time_and_with_kwargs(crawlq: Invoke) -> None:
+    out = as_json(
+        crawlq(
+            "schedule", "fetch", "--kwargs", '{"depth": 2}', "--at", "2030-01-31T09:30:00+00:00",
+            "--priority", "7", "--json",
+        )
+    )  # fmt: skip
+    job = as_json(crawlq("job", str(out["job_id"]), "--json"))
+    assert job["kwargs"] == {"depth": 2} and job["priority"] == 7
+    assert job["run_at"] == "2030-01-31T09:30:00.000+00:00"
+
+
+def test_jobs_filters_and_pages(crawlq: Invoke) -> None:
+    for task in ("a", "b", "a", "a"):
+        assert crawlq("schedule", task).exit_code == 0
+    assert [j["id"] for j in as_json(crawlq("jobs", "--task", "a", "--json"))] == [1, 3, 4]
+    assert [j["id"] for j in as_json(crawlq("jobs", "--queue", "b", "--json"))] == [2]
+    assert as_json(crawlq("jobs", "--state", "done", "--json")) == []
+    page = crawlq("jobs", "--limit", "2")
+    assert page.exit_code == 0 and "--after-id 2" in page.stderr
+    assert [j["id"] for j in as_json(crawlq("jobs", "--after-id", "2", "--json"))] == [3, 4]
+
+
+def test_tables_for_people(crawlq: Invoke) -> None:
+    assert "no queues yet" in crawlq("stats").stderr
+    crawlq("schedule", "fetch", "--args", '["https://example.com/[x]"]')
+    crawlq("schedule", "later", "--delay", "2h")
+    table = crawlq("stats").stdout
+    assert "OLDEST DUE" in table and "fetch" in table and "later" in table
+    later_row = next(line for line in table.splitlines() if line.startswith("later"))
+    assert later_row.split()[1:4] == ["0", "1", "0"] and " - " in later_row
+    listing = crawlq("jobs").stdout
+    assert "fetch" in listing and "pending" in listing and "0/3" in listing
+    detail = crawlq("job", "1").stdout
+    assert '["https://example.com/[x]"]' in detail  # shown as is, not as rich markup
+
+
+def test_missing_job_is_a_clean_error(crawlq: Invoke) -> None:
+    assert_clean_error(crawlq("job", "999"), 1, "no job with id 999")
+
+
+# -- argument errors ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "why"),
+    [("not json", "is not valid JSON"), ('{"url": 1}', "is an object"), ('"x"', "a string")],
+)
+def test_bad_args_json_says_what_is_expected(crawlq: Invoke, raw: str, why: str) -> None:
+    result = crawlq("schedule", "fetch", "--args", raw)
+    assert_clean_error(
+        result, 2, "--args must be a JSON array, e.g. '[\"https://example.com\", 2]'", why
+    )
+    assert as_json(crawlq("jobs", "--json")) == []
+
+
+def test_bad_kwargs_json(crawlq: Invoke) -> None:
+    assert_clean_error(
+        crawlq("schedule", "fetch", "--kwargs", "[1]"), 2, "--kwargs must be a JSON object"
+    )
+
+
+def test_non_json_values_in_args_are_refused(crawlq: Invoke) -> None:
+    # Python's json module reads NaN; crawlq's payload check refuses it.
+    result = crawlq("schedule", "fetch", "--args", "[1, NaN]")
+    assert_clean_error(result, 1, "task 'fetch'", "NaN")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--delay", "soon"], "is not a duration"),
+        (["--at", "tomorrow"], "is not an ISO 8601 date and time"),
+        (["--delay", "5", "--at", "2030-01-01T00:00:00"], "give --delay or --at, not both"),
+    ],
+)
+def test_bad_times(crawlq: Invoke, args: list[str], fragment: str) -> None:
+    assert_clean_error(crawlq("schedule", "fetch", *args), 2, fragment)
+
+
+def test_bad_store_url_is_one_line(crawlq: Invoke) -> None:
+    result = crawlq("--store", "nosuch://x", "stats", store=False)
+    assert_clean_error(result, 1, "no store for scheme 'nosuch'")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+# -- --app ---------------------------------------------------------------------------------
+
+
+def test_unknown_app_module(
+    crawlq: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    result = crawlq("worker", "--app", "no_such_module_xyz:app", "--burst")
+    assert_clean_error(result, 2, "no module named 'no_such_module_xyz'")
+
+
+@pytest.mark.parametrize(
+    ("attr", "fragment"),
+    [("nope", "has no attribute 'nope'; Apps in it: app"), ("not_an_app", "not a crawlq.App")],
+)
+def test_app_attribute_errors(crawlq: Invoke, tasks_module: str, attr: str, fragment: str) -> None:
+    assert_clean_error(crawlq("stats", "--app", f"{tasks_module}:{attr}"), 2, fragment)
+
+
+def test_app_module_that_fails_to_import(
+    crawlq: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "broken_tasks_mod.py").write_text("import no_such_dependency_xyz\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    result = crawlq("--app", "broken_tasks_mod:app", "stats", store=False)
+    sys.modules.pop("broken_tasks_mod", None)
+    assert_clean_error(result, 1, "importing 'broken_tasks_mod' failed", "no_such_dependency_xyz")
+
+
+def test_worker_needs_an_app(crawlq: Invoke) -> None:
+    assert_clean_error(crawlq("worker", "--burst"), 2, "--app module:app", "CRAWLQ_APP")
+
+
+def test_worker_settings_are_checked(crawlq: Invoke, tasks_module: str) -> None:
+    result = crawlq("worker", "--app", f"{tasks_module}:app", "--concurrency", "0")
+    assert_clean_error(result, 1, "concurrency must be at least 1")
+
+
+def test_schedule_with_app_uses_the_task_options(crawlq: Invoke, tasks_module: str) -> None:
+    app = f"{tasks_module}:app"
+    out = as_json(
+        crawlq("schedule", "fetch", "--app", app, "--args", '["https://example.com"]', "--json")
+    )
+    assert out["queue"] == "pages"
+    job = as_json(crawlq("job", str(out["job_id"]), "--json"))
+    assert (job["max_attempts"], job["priority"], job["args"]) == (5, 3, ["https://example.com"])
+
+    assert_clean_error(crawlq("schedule", "nosuch", "--app", app), 1, "no task named 'nosuch'")
+    moved = crawlq("schedule", "double", "--app", app, "--args", "[1]", "--queue", "other")
+    assert moved.exit_code == 0 and "(queue other)" in moved.stdout
+
+
+def test_worker_burst_in_process(crawlq: Invoke, tasks_module: str) -> None:
+    for n in (1, 2, 3):
+        crawlq("schedule", "double", "--args", f"[{n}]")
+    result = crawlq("worker", "--app", tasks_module, "--burst", "--concurrency", "2")
+    assert result.exit_code == 0, result.output
+    assert "claimed 3, done 3, failed 0, released 0" in result.stdout
+    assert "taking jobs from" in result.stderr  # logging went to stderr
+    assert stats_of(crawlq, "double")["done"] == 3
+    assert [j["result"] for j in as_json(crawlq("jobs", "--json"))] == [2, 4, 6]
+
+
+# -- the dead-letter queue, cancel, prune ------------------------------------------------
+
+
+def test_dead_letter_queue(crawlq: Invoke, tasks_module: str) -> None:
+    app = f"{tasks_module}:app"
+    crawlq("schedule", "boom", "--app", app)  # max_attempts=1, from the task
+    crawlq("schedule", "double", "--args", "[1]")
+    assert crawlq("worker", "--app", app, "--burst").exit_code == 0
+
+    dead = as_json(crawlq("dlq", "list", "--json"))
+    assert [(j["id"], j["dead_reason"]) for j in dead] == [(1, "max_attempts")]
+    assert "ValueError: it [red]broke[/red]" in dead[0]["last_error"]
+    table = crawlq("dlq", "list").stdout
+    assert "max_attempts" in table and "for good" in table  # the error's last line
+
+    assert_clean_error(
+        crawlq("dlq", "requeue"), 2, "give --id ID (repeatable), --queue QUEUE or --all"
+    )
+    assert_clean_error(crawlq("dlq", "purge", "--all", "--queue", "boom"), 2, "give it alone")
+    requeued = crawlq("dlq", "requeue", "--id", "1", "--id", "2")
+    assert requeued.stdout.splitlines() == [
+        "requeued 1 dead job",
+        "not requeued (not dead, no such job, or its key is live again): 2",
+    ]
+    assert stats_of(crawlq, "boom")["due"] == 1
+    assert crawlq("worker", "--app", app, "--burst").exit_code == 0
+    assert crawlq("dlq", "requeue", "--queue", "double").stdout.startswith("requeued 0 dead jobs")
+
+    refused = crawlq("dlq", "purge", "--queue", "boom", input="n\n")
+    assert refused.exit_code == 1 and "Delete 1 dead job for good?" in refused.stderr
+    assert len(as_json(crawlq("dlq", "list", "--json"))) == 1
+    assert crawlq("dlq", "purge", "--all", "--yes").stdout.strip() == "purged 1 dead job"
+    assert as_json(crawlq("dlq", "list", "--json")) == []
+
+
+def test_cancel_says_which_were_cancelled(crawlq: Invoke) -> None:
+    crawlq("schedule", "fetch")
+    crawlq("schedule", "fetch")
+    result = crawlq("cancel", "2", "999")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines() == [
+        "cancelled 1: 2",
+        "not cancellable (finished, or no such job) 1: 999",
+    ]
+    assert [j["state"] for j in as_json(crawlq("jobs", "--json"))] == ["pending", "cancelled"]
+    assert_clean_error(crawlq("cancel"), 2, "Missing argument")
+
+
+def test_prune_deletes_finished_jobs_past_the_retention(crawlq: Invoke) -> None:
+    crawlq("schedule", "fetch")
+    crawlq("schedule", "fetch")
+    crawlq("cancel", "1")
+    assert crawlq("prune", "--older-than", "1h").stdout.startswith("pruned 0 ")
+    assert crawlq("prune", "--older-than", "0").stdout.startswith("pruned 1 ")
+    assert [j["id"] for j in as_json(crawlq("jobs", "--json"))] == [2]
+    assert_clean_error(crawlq("prune"), 2, "--older-than")
+
+
+# -- where the store comes from ------------------------------------------------------------
+
+
+def test_env_var_and_option_precedence(
+    crawlq: Invoke, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = f"sqlite:///{tmp_path / 'other.db'}"
+    monkeypatch.setenv("CRAWLQ_STORE", store_url)
+    assert crawlq("schedule", "from-env", store=False).exit_code == 0
+    # a --store on the group beats the env var; one on the command beats the group's
+    assert crawlq("--store", other, "schedule", "from-group", store=False).exit_code == 0
+    result = crawlq("--store", other, "schedule", "from-command", "--store", store_url, store=False)
+    assert result.exit_code == 0
+
+    def queues(url: str) -> list[str]:
+        return [r["queue"] for r in as_json(crawlq("stats", "--json", "--store", url, store=False))]
+
+    assert queues(store_url) == ["from-command", "from-env"]
+    assert queues(other) == ["from-group"]
+
+
+def test_app_from_env_and_its_store_is_replaced_by_store(
+    crawlq: Invoke, tasks_module: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRAWLQ_APP", f"{tasks_module}:app")
+    out = as_json(crawlq("schedule", "fetch", "--args", '["u"]', "--json"))
+    assert out["queue"] == "pages"  # the app's task options applied
+    assert not (tmp_path / "not-this-one.db").exists()
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (None, "-"),
+        (0.04, "0.0 s"),
+        (3.21, "3.2 s"),
+        (90, "1.5 min"),
+        (7200, "2.0 h"),
+        (3 * 86400, "3.0 d"),
+    ],
+)
+def test_human_age(seconds: float | None, text: str) -> None:
+    assert human_age(seconds) == text
+
+
+def test_first_line_of_an_error_is_its_last_line() -> None:
+    assert (
+        first_line("Traceback (most recent call last):\n  ...\nValueError: x\n\n")
+        == "ValueError: x"
+    )
+    assert first_line(None) is None
+
+
+# -- real processes ------------------------------------------------------------------------
+
+
+def run_crawlq(
+    cwd: Path, store_url: str, *args: str, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "crawlq", *args],
+        cwd=cwd,
+        env=process_env(store_url),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def process_env(store_url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLQ_")}
+    env.pop("PYTHONPATH", None)  # the tasks module must be found in the current directory
+    env["CRAWLQ_STORE"] = store_url
+    return env
+
+
+def test_worker_process_in_burst_mode(tmp_path: Path, store_url: str, crawlq: Invoke) -> None:
+    (tmp_path / "sitejobs.py").write_text(textwrap.dedent(TASKS))
+    for n in range(5):
+        assert crawlq("schedule", "double", "--args", f"[{n}]").exit_code == 0
+
+    worker = run_crawlq(tmp_path, store_url, "worker", "--app", "sitejobs:app", "--burst")
+    assert worker.returncode == 0, worker.stderr
+    assert "claimed 5, done 5, failed 0, released 0" in worker.stdout
+    assert "INFO crawlq.worker" in worker.stderr
+
+    stats = run_crawlq(tmp_path, store_url, "stats", "--json")
+    assert stats.returncode == 0, stats.stderr
+    [row] = json.loads(stats.stdout)
+    assert (row["queue"], row["done"], row["due"], row["running"]) == ("double", 5, 0, 0)
+
+
+def test_worker_process_stops_gracefully_on_sigterm(
+    tmp_path: Path, store_url: str, crawlq: Invoke
+) -> None:
+    (tmp_path / "slowjobs.py").write_text(textwrap.dedent(TASKS))
+    crawlq("schedule", "slow", "--args", "[0.5]")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "crawlq",
+            "worker",
+            "--app",
+            "slowjobs:app",
+            "--log-level",
+            "warning",
+        ],
+        cwd=tmp_path,
+        env=process_env(store_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(
+            lambda: (tmp_path / "started").exists() or proc.poll() is not None, 30, "the job"
+        )
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 0, stderr
+    assert "received SIGTERM" in stderr
+    assert "claimed 1, done 1, failed 0, released 0" in stdout
+    assert as_json(crawlq("job", "1", "--json"))["result"] == "slept"
