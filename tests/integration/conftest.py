@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import servers
+
 
 @pytest.fixture(autouse=True)
 def _no_crawlq_env(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,9 +67,33 @@ class Processes:
                 proc.wait(10)
 
 
+def _sqlite_url(directory: Path) -> str:
+    return f"sqlite:///{directory / 'jobs.db'}"
+
+
+def _postgres_url(directory: Path) -> str:
+    return f"{servers.postgres().url}?schema={servers.isolated_name(directory, 't_')}"
+
+
+def _redis_url(directory: Path) -> str:
+    return f"{servers.redis().url}?prefix={servers.isolated_name(directory, 't')}"
+
+
+STORE_URLS: dict[str, Callable[[Path], str]] = {
+    "sqlite": _sqlite_url,
+}
+"""Every store the process-level tests run against: name -> URL for a fresh test dir."""
+
+
+@pytest.fixture(params=sorted(STORE_URLS))
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store URL of each kind, isolated to this test."""
+    return STORE_URLS[request.param](tmp_path)
+
+
 @pytest.fixture
-def procs(tmp_path: Path) -> Iterator[Processes]:
-    processes = Processes(tmp_path, f"sqlite:///{tmp_path / 'jobs.db'}")
+def procs(tmp_path: Path, store_url: str) -> Iterator[Processes]:
+    processes = Processes(tmp_path, store_url)
     yield processes
     processes.stop_all()
 

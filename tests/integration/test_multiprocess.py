@@ -1,4 +1,4 @@
-"""Several processes on one SQLite file: producers and workers at once, nothing lost,
+"""Several processes on one store: producers and workers at once, nothing lost,
 nothing run twice, no lock error reaching anyone."""
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def read_ledgers(workdir: Path, pattern: str) -> list[list[int]]:
     return rows
 
 
-def test_four_producers_and_four_workers_share_one_file(procs: Processes, tmp_path: Path) -> None:
+def test_four_producers_and_four_workers_share_one_store(procs: Processes, tmp_path: Path) -> None:
     procs.write_module("mptasks", TASKS)
     procs.write_module("producer", PRODUCER)
     app = crawlq.App(procs.store_url)
