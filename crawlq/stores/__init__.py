@@ -39,11 +39,72 @@ def _open_sqlite(url: StoreURL) -> Store:
     return SQLiteStore(settings)
 
 
-_OPENERS: dict[str, Callable[[StoreURL], Store]] = {"sqlite": _open_sqlite}
+def _bool_option(url: StoreURL, name: str) -> bool:
+    raw = url.options.get(name, "0").strip().lower()
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigurationError(f"store URL option {name}={raw!r} is not a yes/no value: use 1 or 0")
+
+
+def _open_redis(url: StoreURL) -> Store:
+    from crawlq.stores.redis.keys import DEFAULT_PREFIX
+    from crawlq.stores.redis.store import RedisSettings, RedisStore
+
+    known = {"prefix", "require_persistence", "socket_timeout", "socket_connect_timeout"}
+    unknown = set(url.options) - known
+    if unknown:
+        raise ConfigurationError(
+            f"unknown Redis store option(s) {sorted(unknown)}: known are "
+            + ", ".join(sorted(known))
+        )
+    settings = RedisSettings(
+        url=url.location,
+        prefix=url.options.get("prefix", DEFAULT_PREFIX),
+        require_persistence=_bool_option(url, "require_persistence"),
+        socket_timeout=_float_option(url, "socket_timeout", 10.0),
+        socket_connect_timeout=_float_option(url, "socket_connect_timeout", 5.0),
+    )
+    return RedisStore(settings)
+
+
+def _open_postgres(url: StoreURL) -> Store:
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"the PostgreSQL store needs the psycopg driver ({exc}): pip install 'crawlq[postgres]'"
+        ) from exc
+    from crawlq.stores.postgres.store import PostgresSettings, PostgresStore
+
+    own = {"schema", "pool_size", "pool_timeout"}
+    raw_size = url.options.get("pool_size", "10")
+    if not raw_size.isdigit():
+        raise ConfigurationError(f"store URL option pool_size={raw_size!r} is not a whole number")
+    settings = PostgresSettings(
+        url=url.location,
+        schema=url.options.get("schema", "crawlq"),
+        pool_size=int(raw_size),
+        pool_timeout=_float_option(url, "pool_timeout", 10.0),
+        libpq={k: v for k, v in url.options.items() if k not in own},
+    )
+    return PostgresStore(settings)
+
+
+_OPENERS: dict[str, Callable[[StoreURL], Store]] = {
+    "sqlite": _open_sqlite,
+    "postgresql": _open_postgres,
+    "postgres": _open_postgres,
+    "redis": _open_redis,
+    "rediss": _open_redis,
+}
 
 
 def open_store(url: str) -> Store:
-    """Open the store a URL names, e.g. ``sqlite:///jobs.db``."""
+    """Open the store a URL names, e.g. ``sqlite:///jobs.db`` or
+    ``postgresql://user@host:5432/db?schema=crawlq``."""
     parsed = parse_store_url(url)
     opener = _OPENERS.get(parsed.scheme)
     if opener is None:

@@ -81,6 +81,8 @@ def _redis_url(directory: Path) -> str:
 
 STORE_URLS: dict[str, Callable[[Path], str]] = {
     "sqlite": _sqlite_url,
+    "postgres": _postgres_url,
+    "redis": _redis_url,
 }
 """Every store the process-level tests run against: name -> URL for a fresh test dir."""
 

@@ -30,7 +30,27 @@ def _open_sqlite(directory: Path) -> Store:
     return open_store("sqlite:///" + str(directory / "jobs.db"))
 
 
-STORE_FACTORIES: dict[str, StoreFactory] = {"sqlite": _open_sqlite}
+def _open_redis(directory: Path) -> Store:
+    """The session's private redis-server, with a key prefix of this test's own."""
+    from tests import servers
+
+    prefix = servers.isolated_name(directory, "t")
+    return open_store(f"{servers.redis().url}?prefix={prefix}")
+
+
+def _open_postgres(directory: Path) -> Store:
+    """The session's private PostgreSQL, with a schema of this test's own."""
+    from tests import servers
+
+    schema = servers.isolated_name(directory, "t_")
+    return open_store(f"{servers.postgres().url}?schema={schema}")
+
+
+STORE_FACTORIES: dict[str, StoreFactory] = {
+    "sqlite": _open_sqlite,
+    "postgres": _open_postgres,
+    "redis": _open_redis,
+}
 """Store name -> factory. A store that needs a server (PostgreSQL, Redis) adds its entry
 here, deriving a database, schema or key prefix from the directory so that tests stay
 isolated, and a session fixture of its own in conftest.py that skips on a laptop and fails

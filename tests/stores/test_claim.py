@@ -153,9 +153,7 @@ def test_a_job_moved_into_the_future_by_replace_waits_until_then(store: Store) -
 
 def test_a_job_moved_earlier_by_earliest_is_due_earlier(store: Store) -> None:
     job_id = add(store, key="k", delay=100)
-    [result] = schedule(
-        store, spec(key="k", delay=2, on_conflict=ConflictPolicy.EARLIEST), now=T0
-    )
+    [result] = schedule(store, spec(key="k", delay=2, on_conflict=ConflictPolicy.EARLIEST), now=T0)
     assert result.outcome is Outcome.UPDATED
     assert claim(store, now=T0 + 1) == []
     assert claim_one(store, now=T0 + 2).id == job_id

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any, cast
 
 import pytest
 from store_helpers import (
@@ -20,6 +21,7 @@ from store_helpers import (
     spec,
 )
 
+from crawlq.exceptions import CrawlqError
 from crawlq.jobs import Job, JobState, Lease
 from crawlq.stores.base import Completion, Failure, JobFilter, Release, Store
 
@@ -237,6 +239,17 @@ def test_children_are_not_scheduled_with_a_stale_lease(store: Store) -> None:
     )
     assert answers == [True, False]
     assert [k.args for k in store.job_list(JobFilter(queue="kids"))] == [[1]]
+
+
+def test_a_completion_and_its_children_commit_together(store: Store) -> None:
+    add(store)
+    job = claim_one(store)
+    unstorable = spec(queue="kids", args=[cast(Any, object())])
+    with pytest.raises((TypeError, ValueError, CrawlqError)):
+        complete(store, job.lease, now=T0 + 1, children=[spec(queue="kids"), unstorable])
+    assert all_jobs(store) == [job], "neither the completion nor any child was kept"
+    assert complete(store, job.lease, now=T0 + 2, children=[spec(queue="kids")])
+    assert [j.state for j in all_jobs(store)] == [JobState.DONE, JobState.PENDING]
 
 
 # -- fail --------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from crawlq.jobs import (
     ScheduleResult,
 )
 from crawlq.stores.base import ClaimParams, Completion, Failure, JobFilter, Release
-from crawlq.types import JobId
+from crawlq.types import JobId, JSONValue
 
 SETTINGS = settings(
     max_examples=75,
@@ -54,7 +54,9 @@ QUEUES = ("a", "b")
 MAX_ATTEMPTS = {"a": 1, "b": 3}
 """Fixed per queue: a REPLACE also replaces max_attempts, and a job that already used
 more attempts than its new maximum is a case the contract does not describe."""
-KEYS = ("k1", "k2")
+KEYS = ("k",)
+"""One key makes conflicts, deferrals and refused requeues frequent; the same key in the
+other queue is independent of it."""
 PENDING, RUNNING, DONE, DEAD, CANCELLED = (
     JobState.PENDING,
     JobState.RUNNING,
@@ -72,7 +74,7 @@ class Request:
     """What a schedule request may change (task, kwargs, timeout and max_attempts are
     the same for every request of a queue here)."""
 
-    args: tuple[int, ...]
+    args: tuple[JSONValue, ...]
     priority: int
     run_at: float
     lease_seconds: float
@@ -110,6 +112,10 @@ class ModelJob:
     result: Any = None
 
     @property
+    def live(self) -> bool:
+        return self.state in LIVE_STATES
+
+    @property
     def max_attempts(self) -> int:
         return MAX_ATTEMPTS[self.queue]
 
@@ -141,7 +147,7 @@ class Model:
         incoming = Request(
             args=tuple(spec.args),
             priority=spec.priority,
-            run_at=self.now + spec.delay,
+            run_at=self.now + spec.delay if spec.run_at is None else spec.run_at,
             lease_seconds=spec.lease_seconds,
         )
         live = self.live(spec.queue, spec.key)
@@ -172,6 +178,9 @@ class Model:
         ]
         candidates.sort(key=lambda j: (-j.request.priority, j.request.run_at, j.id))
         return candidates[:limit]
+
+    def count(self, *states: JobState) -> int:
+        return sum(1 for j in self.jobs.values() if j.state in states)
 
     def holder(self, lease: Lease) -> ModelJob | None:
         """The job if ``lease`` is its current lease, else None (the lease is stale)."""
@@ -209,9 +218,7 @@ class Model:
                     cancelled=n[CANCELLED],
                     oldest_due_age=self.now - min(due) if due else None,
                     done_last_minute=sum(
-                        1
-                        for j in jobs
-                        if j.state is DONE and (j.finished_at or 0) >= self.now - 60
+                        1 for j in jobs if j.state is DONE and (j.finished_at or 0) >= self.now - 60
                     ),
                 )
             )
@@ -229,8 +236,9 @@ def job_specs(draw: st.DrawFn) -> JobSpec:
         task="t",
         args=[draw(st.integers(0, 2))],
         key=draw(st.none() | st.sampled_from(KEYS)),
-        priority=draw(st.integers(0, 2)),
-        delay=draw(st.sampled_from([0.0, 1.0, 5.0, 20.0])),
+        priority=draw(st.integers(0, 1)),
+        # A negative delay stands for a run_at that far in the past (see ``at_now``).
+        delay=draw(st.sampled_from([-10.0, -1.0, 0.0, 0.0, 1.0, 5.0, 20.0])),
         max_attempts=MAX_ATTEMPTS[queue],
         lease_seconds=draw(st.sampled_from([5.0, 20.0])),
         on_conflict=draw(st.sampled_from(ConflictPolicy)),
@@ -273,25 +281,38 @@ class StoreMachine(RuleBasedStateMachine):
             self.model.jobs[job.id] = match
         self.model.new.clear()
 
+    def at_now(self, spec: JobSpec) -> JobSpec:
+        """Turn a negative delay into a run_at in the past (due jobs of different ages)."""
+        if spec.delay >= 0:
+            return spec
+        return replace(spec, delay=0.0, run_at=self.now + spec.delay)
+
     def pick_lease(self, data: st.DataObject) -> Lease:
+        """Mostly a current lease; sometimes any lease ever issued, most likely stale.
+        (Every stale lease is also tried by ``only_current_leases_are_honoured``.)"""
         current = [Lease(j.id, j.token or "") for j in self.model.jobs.values() if j.token]
-        if current and data.draw(st.booleans(), label="use a current lease"):
+        if data.draw(st.integers(0, 7), label="any lease if 0") > 0:
             return data.draw(st.sampled_from(sorted(current)), label="current lease")
         return data.draw(st.sampled_from(self.leases), label="any lease")
 
     # -- rules ---------------------------------------------------------------------------
 
-    @rule(dt=st.sampled_from([0.5, 1.0, 5.0, 25.0]))
-    def advance_time(self, dt: float) -> None:
+    @rule(dt=st.sampled_from([0.5, 1.0, 5.0, 25.0]), expire=st.booleans())
+    def advance_time(self, dt: float, expire: bool) -> None:
+        """Move the clock, then maybe return the leases that expired meanwhile."""
         self.model.now += dt
+        if expire:
+            self.expire_leases()
 
     @rule(specs=st.lists(job_specs(), min_size=1, max_size=3))
     def schedule(self, specs: list[JobSpec]) -> None:
+        specs = [self.at_now(spec) for spec in specs]
         expected = [self.model.schedule(spec) for spec in specs]
         results = self.store.job_schedule(specs, now=self.now)
         self.adopt_new_jobs()
         assert results == [ScheduleResult(job.id, outcome) for job, outcome in expected]
 
+    @precondition(lambda self: self.model.count(PENDING))
     @rule(
         queues=st.lists(st.sampled_from(QUEUES), min_size=1, max_size=3),
         limit=st.integers(1, 3),
@@ -311,7 +332,7 @@ class StoreMachine(RuleBasedStateMachine):
             m.lease_expires_at = self.now + m.request.lease_seconds
             self.leases.append(job.lease)
 
-    @precondition(lambda self: self.leases)
+    @precondition(lambda self: self.model.count(RUNNING))
     @rule(data=st.data())
     def heartbeat(self, data: st.DataObject) -> None:
         lease = self.pick_lease(data)
@@ -320,13 +341,13 @@ class StoreMachine(RuleBasedStateMachine):
         if job is not None:
             job.lease_expires_at = self.now + job.request.lease_seconds
 
-    @precondition(lambda self: self.leases)
+    @precondition(lambda self: self.model.count(RUNNING))
     @rule(data=st.data(), child=st.none() | job_specs())
     def complete(self, data: st.DataObject, child: JobSpec | None) -> None:
         lease = self.pick_lease(data)
         job = self.model.holder(lease)
-        children = [] if child is None else [child]
-        result = {"job": lease.job_id, "at": self.now}
+        children = [] if child is None else [self.at_now(child)]
+        result: JSONValue = {"job": lease.job_id, "at": self.now}
         completion = Completion(lease=lease, result=result, children=children)
         assert self.store.job_complete([completion], now=self.now) == [job is not None]
         if job is not None:
@@ -336,7 +357,7 @@ class StoreMachine(RuleBasedStateMachine):
                 self.model.schedule(spec)
         self.adopt_new_jobs()
 
-    @precondition(lambda self: self.leases)
+    @precondition(lambda self: self.model.count(RUNNING))
     @rule(
         data=st.data(),
         retry=st.booleans(),
@@ -360,7 +381,7 @@ class StoreMachine(RuleBasedStateMachine):
             self.model.end(job, DEAD, reason)
         self.adopt_new_jobs()
 
-    @precondition(lambda self: self.leases)
+    @precondition(lambda self: self.model.count(RUNNING))
     @rule(data=st.data(), delay=st.sampled_from([0.0, 3.0]))
     def release(self, data: st.DataObject, delay: float) -> None:
         lease = self.pick_lease(data)
@@ -373,7 +394,6 @@ class StoreMachine(RuleBasedStateMachine):
             if delay > 0:
                 job.request = replace(job.request, run_at=self.now + delay)
 
-    @rule()
     def expire_leases(self) -> None:
         expired = sorted(
             j.id
@@ -389,19 +409,18 @@ class StoreMachine(RuleBasedStateMachine):
                 self.model.end(job, DEAD, "lease_expired")
         self.adopt_new_jobs()
 
+    @precondition(lambda self: self.model.jobs)
     @rule(data=st.data(), unknown=st.booleans())
     def cancel(self, data: st.DataObject, unknown: bool) -> None:
-        known = sorted(self.model.jobs)
-        chosen = data.draw(st.lists(st.sampled_from(known), max_size=3)) if known else []
+        chosen = [data.draw(st.sampled_from(sorted(self.model.jobs)), label="job to cancel")]
         if unknown:
             chosen.append(10**9)
-        expected = sorted(
-            {i for i in chosen if i in self.model.jobs and self.model.jobs[i].state in LIVE_STATES}
-        )
+        expected = sorted({i for i in chosen if i in self.model.jobs and self.model.jobs[i].live})
         assert self.store.job_cancel(chosen, now=self.now) == expected
         for job_id in expected:
             self.model.end(self.model.jobs[job_id], CANCELLED)
 
+    @precondition(lambda self: self.model.count(DEAD))
     @rule(data=st.data(), how=st.sampled_from(["all", "queue", "ids"]))
     def requeue(self, data: st.DataObject, how: str) -> None:
         dead = sorted(i for i, j in self.model.jobs.items() if j.state is DEAD)

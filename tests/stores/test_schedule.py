@@ -4,8 +4,8 @@ and requests for a key whose job is running."""
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, cast
 
 import pytest
@@ -193,9 +193,7 @@ def test_replace_with_an_identical_request_is_unchanged(store: Store) -> None:
 
 
 def test_keep_leaves_the_pending_job_as_it_is(store: Store) -> None:
-    before, result, after = _reschedule(
-        store, args=[2], priority=9, delay=0, on_conflict=KEEP
-    )
+    before, result, after = _reschedule(store, args=[2], priority=9, delay=0, on_conflict=KEEP)
     assert result.outcome is Outcome.UNCHANGED
     assert after == before
 
@@ -224,7 +222,11 @@ def test_earliest_takes_the_earlier_run_at_and_the_higher_priority(
     assert result.outcome is outcome
     assert (after.run_at, after.priority) == (run_at, expected_priority)
     assert (after.args, after.kwargs) == ([1], {"a": 1}), "earliest keeps the arguments"
-    assert (after.created_at, after.state, after.id) == (before.created_at, JobState.PENDING, before.id)
+    assert (after.created_at, after.state, after.id) == (
+        before.created_at,
+        JobState.PENDING,
+        before.id,
+    )
 
 
 def test_a_pending_job_that_was_retried_is_merged_too(store: Store) -> None:

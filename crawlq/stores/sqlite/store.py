@@ -162,7 +162,11 @@ class SQLiteStore:
         with _translate("opening the database"):
             self._conn = self._connect()
             self._wait_conn = self._connect()
-        self.migrate()
+        try:
+            self.migrate()
+        except BaseException:
+            self.close()  # a refused or failed migration must not keep the file open
+            raise
 
     # -- connections and transactions ------------------------------------------------
 

@@ -1,0 +1,1 @@
+"""The PostgreSQL store (``postgresql://``): see ``store.py`` and docs/stores.md."""

@@ -1,0 +1,1 @@
+"""Versioned schema migrations of the PostgreSQL store, applied in file-name order."""

@@ -1,0 +1,369 @@
+-- Queries of the PostgreSQL store. Names are shared with the other SQL stores; bodies are
+-- not. Table names are unqualified: every connection's search_path is the store's schema.
+-- Every time is crawlq_now(%(now)s): the caller's instant (tests), else the transaction's
+-- start on the server's clock, so one call sees one instant. The triggers of
+-- migrations/0001_initial.sql keep the counters, NOTIFY, and turn the remembered request
+-- of a job that ends into a new job, in the statement that changes the jobs.
+
+-- name: session_setup
+-- Run on every new connection (pool configure callback). Prepared statements use their
+-- generic plan at once: every query here is built around an index, so planning each
+-- call anew (the default for the first calls and whenever it looks cheaper) only costs.
+SELECT set_config('search_path', quote_ident(%(schema)s), false),
+       set_config('plan_cache_mode', 'force_generic_plan', false);
+
+-- name: store_now
+SELECT crawlq_now(NULL) AS now;
+
+-- name: schema_create
+-- Composed with psycopg.sql.Identifier: the only statement that names the schema.
+CREATE SCHEMA IF NOT EXISTS {schema};
+
+-- name: migrations_lock
+-- Serialises migrations of one schema across processes, until the transaction ends.
+SELECT pg_advisory_xact_lock(1668443249, hashtext(%(schema)s));
+
+-- name: migrations_present
+SELECT to_regclass('crawlq_migrations') IS NOT NULL AS present;
+
+-- name: migrations_create
+CREATE TABLE IF NOT EXISTS crawlq_migrations (
+    version    integer          PRIMARY KEY,
+    name       text             NOT NULL,
+    applied_at double precision NOT NULL
+);
+
+-- name: migrations_applied
+SELECT version FROM crawlq_migrations ORDER BY version;
+
+-- name: migrations_record
+INSERT INTO crawlq_migrations (version, name, applied_at)
+VALUES (%(version)s, %(name)s, extract(epoch FROM now())::double precision);
+
+-- name: job_insert_many
+-- New jobs, in input order (ids grow with it). On a live (queue, key), including one
+-- inserted earlier in the same input, nothing is inserted: created is false.
+WITH input AS (
+    SELECT nextval('crawlq_jobs_id_seq') AS id, s.*,
+           coalesce(s.given_run_at, crawlq_now(%(now)s) + s.delay) AS run_at
+    FROM unnest(%(queue)s::text[], %(task)s::text[], %(args)s::text[], %(kwargs)s::text[],
+                %(key)s::text[], %(priority)s::bigint[], %(run_at)s::float8[],
+                %(delay)s::float8[], %(max_attempts)s::integer[], %(lease_seconds)s::float8[],
+                %(timeout)s::float8[])
+         WITH ORDINALITY AS s(queue, task, args, kwargs, key, priority, given_run_at, delay,
+                              max_attempts, lease_seconds, timeout, ord)
+), inserted AS (
+    INSERT INTO crawlq_jobs (id, queue, task, args, kwargs, key, priority, run_at, state,
+                             max_attempts, lease_seconds, timeout, created_at)
+    SELECT id, queue, task, args::json, kwargs::json, key, priority, run_at,
+           CASE WHEN run_at <= crawlq_now(%(now)s) THEN 'ready' ELSE 'scheduled' END,
+           max_attempts, lease_seconds, timeout, crawlq_now(%(now)s)
+    FROM input
+    ORDER BY ord
+    ON CONFLICT (queue, key) WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'running')
+    DO NOTHING
+    RETURNING id
+)
+SELECT input.id, inserted.id IS NOT NULL AS created
+FROM input LEFT JOIN inserted USING (id)
+ORDER BY input.ord;
+
+-- name: job_lock_live
+-- The live jobs of some (queue, key) pairs, locked for this transaction, and the instant.
+SELECT j.id, j.queue, j.key, j.state, j.task, j.args, j.kwargs, j.priority, j.run_at,
+       j.max_attempts, j.lease_seconds, j.timeout, j.followup, crawlq_now(%(now)s) AS now
+FROM (SELECT DISTINCT * FROM unnest(%(queue)s::text[], %(key)s::text[])) AS k(queue, key)
+JOIN crawlq_jobs AS j ON j.queue = k.queue AND j.key = k.key
+WHERE j.state IN ('scheduled', 'ready', 'running')
+ORDER BY j.id
+FOR UPDATE OF j;
+
+-- name: job_update_pending
+-- Pending jobs take the requests merged into them (one row per job).
+UPDATE crawlq_jobs AS j
+SET task = u.task, args = u.args::json, kwargs = u.kwargs::json, priority = u.priority,
+    run_at = u.run_at,
+    state = CASE WHEN u.run_at <= crawlq_now(%(now)s) THEN 'ready' ELSE 'scheduled' END,
+    max_attempts = u.max_attempts, lease_seconds = u.lease_seconds, timeout = u.timeout
+FROM unnest(%(id)s::bigint[], %(task)s::text[], %(args)s::text[], %(kwargs)s::text[],
+            %(priority)s::bigint[], %(run_at)s::float8[], %(max_attempts)s::integer[],
+            %(lease_seconds)s::float8[], %(timeout)s::float8[])
+     AS u(id, task, args, kwargs, priority, run_at, max_attempts, lease_seconds, timeout)
+WHERE j.id = ANY(%(id)s::bigint[]) AND j.id = u.id;
+
+-- name: job_set_followup
+-- Running jobs remember the requests made for their keys (one row per job).
+UPDATE crawlq_jobs AS j
+SET followup = u.followup::json
+FROM unnest(%(id)s::bigint[], %(followup)s::text[]) AS u(id, followup)
+WHERE j.id = ANY(%(id)s::bigint[]) AND j.id = u.id;
+
+-- name: job_claim
+-- One statement: up to %(limit)s due jobs of each asked queue, read in claim order from
+-- the claim index, plus the scheduled jobs that became due; all locked with SKIP LOCKED
+-- (concurrent claimers take the next ones and never wait). The best %(limit)s of them
+-- are leased; the other newly due ones join the claim index ('ready').
+WITH ready AS (
+    SELECT c.id, c.priority, c.run_at
+    FROM unnest(%(queues)s::text[]) AS q(queue)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, run_at FROM crawlq_jobs
+        WHERE queue = q.queue AND state = 'ready' AND run_at <= crawlq_now(%(now)s)
+        ORDER BY priority DESC, run_at, id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED
+    ) AS c
+), due AS (
+    SELECT id, priority, run_at FROM crawlq_jobs
+    WHERE queue = ANY(%(queues)s::text[]) AND state = 'scheduled'
+      AND run_at <= crawlq_now(%(now)s)
+    FOR UPDATE SKIP LOCKED
+), picked AS (
+    SELECT id FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
+    ORDER BY priority DESC, run_at, id
+    LIMIT %(limit)s
+), promoted AS (
+    UPDATE crawlq_jobs SET state = 'ready'
+    WHERE id = ANY(ARRAY(SELECT id FROM due WHERE id NOT IN (SELECT id FROM picked)))
+)
+UPDATE crawlq_jobs
+SET state = 'running', attempts = attempts + 1, worker_id = %(worker_id)s,
+    lease_token = gen_random_uuid()::text,
+    lease_expires_at = crawlq_now(%(now)s) + lease_seconds,
+    started_at = crawlq_now(%(now)s)
+WHERE id = ANY(ARRAY(SELECT id FROM picked))
+RETURNING id, queue, task, args, kwargs, key, priority, run_at, state, attempts, max_attempts,
+          lease_seconds, timeout, worker_id, lease_token, lease_expires_at, last_error,
+          dead_reason, result, created_at, started_at, finished_at;
+
+-- name: job_heartbeat
+-- A lease token is set exactly while a job is running (a CHECK constraint says so), so
+-- matching it is the whole fence; the rows are found by primary key.
+UPDATE crawlq_jobs AS j
+SET lease_expires_at = crawlq_now(%(now)s) + j.lease_seconds
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[]) AS l(id, token)
+WHERE j.id = ANY(%(ids)s::bigint[])
+  AND j.id = l.id AND j.lease_token = l.token
+RETURNING l.id, l.token;
+
+-- name: job_complete
+-- (The update trigger turns the remembered requests of the completed jobs into jobs.)
+UPDATE crawlq_jobs AS j
+SET state = 'done', result = c.result::json, finished_at = crawlq_now(%(now)s),
+    lease_token = NULL, lease_expires_at = NULL
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(results)s::text[])
+     AS c(id, token, result)
+WHERE j.id = ANY(%(ids)s::bigint[])
+  AND j.id = c.id AND j.lease_token = c.token
+RETURNING c.id, c.token, j.queue, j.key;
+
+-- name: job_fail
+UPDATE crawlq_jobs AS j
+SET state = CASE WHEN f.retry_delay IS NULL THEN 'dead'
+                 WHEN f.retry_delay <= 0 THEN 'ready'
+                 ELSE 'scheduled' END,
+    run_at = CASE WHEN f.retry_delay IS NULL THEN j.run_at
+                  ELSE crawlq_now(%(now)s) + f.retry_delay END,
+    last_error = f.error,
+    dead_reason = CASE WHEN f.retry_delay IS NULL THEN f.reason END,
+    finished_at = CASE WHEN f.retry_delay IS NULL THEN crawlq_now(%(now)s) END,
+    lease_token = NULL, lease_expires_at = NULL
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(errors)s::text[],
+            %(delays)s::float8[], %(reasons)s::text[])
+     AS f(id, token, error, retry_delay, reason)
+WHERE j.id = ANY(%(ids)s::bigint[])
+  AND j.id = f.id AND j.lease_token = f.token
+RETURNING f.id, f.token;
+
+-- name: job_release
+UPDATE crawlq_jobs AS j
+SET state = CASE WHEN r.delay <= 0 THEN 'ready' ELSE 'scheduled' END,
+    run_at = CASE WHEN r.delay <= 0 THEN j.run_at ELSE crawlq_now(%(now)s) + r.delay END,
+    attempts = j.attempts - 1,
+    lease_token = NULL, lease_expires_at = NULL
+FROM unnest(%(ids)s::bigint[], %(tokens)s::text[], %(delays)s::float8[])
+     AS r(id, token, delay)
+WHERE j.id = ANY(%(ids)s::bigint[])
+  AND j.id = r.id AND j.lease_token = r.token
+RETURNING r.id, r.token;
+
+-- name: job_expire_leases
+-- Rows a concurrent heartbeat or completion holds are skipped: they are not expired.
+UPDATE crawlq_jobs
+SET state = CASE WHEN attempts < max_attempts THEN 'ready' ELSE 'dead' END,
+    last_error = 'lease expired: the worker holding it stopped heartbeating',
+    dead_reason = CASE WHEN attempts < max_attempts THEN NULL ELSE 'lease_expired' END,
+    finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE crawlq_now(%(now)s) END,
+    lease_token = NULL, lease_expires_at = NULL
+WHERE id = ANY(ARRAY(
+    SELECT id FROM crawlq_jobs
+    WHERE state = 'running' AND lease_expires_at < crawlq_now(%(now)s)
+    FOR UPDATE SKIP LOCKED
+))
+RETURNING id;
+
+-- name: job_cancel
+UPDATE crawlq_jobs
+SET state = 'cancelled', finished_at = crawlq_now(%(now)s), followup = NULL,
+    lease_token = NULL, lease_expires_at = NULL
+WHERE id = ANY(%(ids)s::bigint[]) AND state IN ('scheduled', 'ready', 'running')
+RETURNING id;
+
+-- name: job_get
+-- Every query that returns jobs names the columns of Job (never *, so that a later
+-- migration adding a column cannot break a statement prepared before it).
+SELECT id, queue, task, args, kwargs, key, priority, run_at, state, attempts, max_attempts,
+       lease_seconds, timeout, worker_id, lease_token, lease_expires_at, last_error,
+       dead_reason, result, created_at, started_at, finished_at
+FROM crawlq_jobs WHERE id = %(id)s;
+
+-- name: job_list
+SELECT id, queue, task, args, kwargs, key, priority, run_at, state, attempts, max_attempts,
+       lease_seconds, timeout, worker_id, lease_token, lease_expires_at, last_error,
+       dead_reason, result, created_at, started_at, finished_at
+FROM crawlq_jobs
+WHERE id > %(after_id)s
+  AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+  AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
+  AND (%(finished_before)s::float8 IS NULL OR finished_at < %(finished_before)s::float8)
+ORDER BY id
+LIMIT %(limit)s;
+
+-- name: job_requeue
+-- The matching dead jobs (the filter and its limit as job_list applies them) become
+-- pending, due now, with fresh attempts; of several dead jobs with one key only the
+-- first, and only if no live job holds the key.
+WITH candidates AS (
+    SELECT id, queue, key FROM crawlq_jobs
+    WHERE id > %(after_id)s
+      AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+      AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+      AND (%(task)s::text IS NULL OR task = %(task)s::text)
+      AND state = 'dead'
+      AND (%(finished_before)s::float8 IS NULL OR finished_at < %(finished_before)s::float8)
+    ORDER BY id
+    LIMIT %(limit)s
+), chosen AS (
+    SELECT min(id) AS id FROM candidates
+    GROUP BY queue, key, CASE WHEN key IS NULL THEN id END
+)
+UPDATE crawlq_jobs AS j
+SET state = 'ready', attempts = 0, run_at = crawlq_now(%(now)s), finished_at = NULL,
+    dead_reason = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL,
+    followup = NULL  -- spent when the job died: it must not become a job a second time
+FROM chosen
+WHERE j.id = chosen.id AND j.state = 'dead'
+  AND (j.key IS NULL OR NOT EXISTS (
+        SELECT 1 FROM crawlq_jobs AS live
+        WHERE live.queue = j.queue AND live.key = j.key
+          AND live.state IN ('scheduled', 'ready', 'running')))
+RETURNING j.id;
+
+-- name: job_purge
+-- Of the jobs job_list would list, delete the finished ones.
+DELETE FROM crawlq_jobs
+WHERE state IN ('done', 'dead', 'cancelled')
+  AND id = ANY(ARRAY(
+    SELECT id FROM crawlq_jobs
+    WHERE id > %(after_id)s
+      AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+      AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+      AND (%(task)s::text IS NULL OR task = %(task)s::text)
+      AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
+      AND (%(finished_before)s::float8 IS NULL OR finished_at < %(finished_before)s::float8)
+    ORDER BY id
+    LIMIT %(limit)s
+  ));
+
+-- name: job_prune
+-- One index range per (queue, finished state): every queue that has jobs has counters.
+DELETE FROM crawlq_jobs
+WHERE id = ANY(ARRAY(
+    SELECT old.id
+    FROM (SELECT queue FROM crawlq_counts UNION SELECT queue FROM crawlq_count_deltas) AS q
+    CROSS JOIN (VALUES ('done'), ('cancelled')) AS s(state)
+    CROSS JOIN LATERAL (
+        SELECT id FROM crawlq_jobs
+        WHERE queue = q.queue AND state = s.state
+          AND finished_at < crawlq_now(%(now)s) - %(retention)s
+    ) AS old
+));
+
+-- name: job_next_due
+-- The earliest run_at of the pending jobs of some queues (two index mins per queue),
+-- and the store's instant.
+SELECT min(first.run_at) AS next_due, crawlq_now(NULL) AS now
+FROM unnest(%(queues)s::text[]) AS q(queue)
+CROSS JOIN LATERAL (
+    (SELECT run_at FROM crawlq_jobs WHERE queue = q.queue AND state = 'ready'
+     ORDER BY run_at LIMIT 1)
+    UNION ALL
+    (SELECT run_at FROM crawlq_jobs WHERE queue = q.queue AND state = 'scheduled'
+     ORDER BY run_at LIMIT 1)
+) AS first;
+
+-- name: listen
+LISTEN crawlq_jobs;
+
+-- name: unlisten
+UNLISTEN crawlq_jobs;
+
+-- name: counts_compact
+-- Fold the appended count deltas into the counters; one compactor at a time (the
+-- others skip: their deltas wait for the next one).
+WITH moved AS (
+    DELETE FROM crawlq_count_deltas
+    WHERE (SELECT pg_try_advisory_xact_lock(1668443250, hashtext(%(schema)s)))
+    RETURNING queue, state, n
+)
+INSERT INTO crawlq_counts AS c (queue, state, n)
+SELECT queue, state, sum(n) FROM moved
+GROUP BY queue, state
+ORDER BY queue, state
+ON CONFLICT (queue, state) DO UPDATE SET n = c.n + excluded.n;
+
+-- name: queue_stats
+-- Counters (no scan of jobs), plus index range reads per queue: due jobs not promoted
+-- yet, the oldest run_at of each pending state, and jobs done in the last minute; and
+-- how many count deltas wait to be folded.
+WITH totals AS (
+    SELECT queue, state, sum(n)::bigint AS n
+    FROM (SELECT queue, state, n FROM crawlq_counts
+          UNION ALL
+          SELECT queue, state, n FROM crawlq_count_deltas) AS parts
+    GROUP BY queue, state
+), queues AS (
+    SELECT queue,
+           coalesce(sum(n) FILTER (WHERE state = 'ready'), 0)::bigint AS ready,
+           coalesce(sum(n) FILTER (WHERE state = 'scheduled'), 0)::bigint AS scheduled,
+           coalesce(sum(n) FILTER (WHERE state = 'running'), 0)::bigint AS running,
+           coalesce(sum(n) FILTER (WHERE state = 'done'), 0)::bigint AS done,
+           coalesce(sum(n) FILTER (WHERE state = 'dead'), 0)::bigint AS dead,
+           coalesce(sum(n) FILTER (WHERE state = 'cancelled'), 0)::bigint AS cancelled
+    FROM totals
+    GROUP BY queue
+)
+SELECT queues.*, crawlq_now(%(now)s) AS now, unpromoted.n AS unpromoted,
+       ready_min.run_at AS oldest_ready, scheduled_min.run_at AS oldest_scheduled,
+       recent.n AS done_recent, (SELECT count(*) FROM crawlq_count_deltas) AS deltas
+FROM queues
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n FROM crawlq_jobs
+    WHERE queue = queues.queue AND state = 'scheduled' AND run_at <= crawlq_now(%(now)s)
+) AS unpromoted
+CROSS JOIN LATERAL (
+    SELECT min(run_at) AS run_at FROM crawlq_jobs
+    WHERE queue = queues.queue AND state = 'ready'
+) AS ready_min
+CROSS JOIN LATERAL (
+    SELECT min(run_at) AS run_at FROM crawlq_jobs
+    WHERE queue = queues.queue AND state = 'scheduled'
+) AS scheduled_min
+CROSS JOIN LATERAL (
+    SELECT count(*) AS n FROM crawlq_jobs
+    WHERE queue = queues.queue AND state = 'done'
+      AND finished_at >= crawlq_now(%(now)s) - 60.0
+) AS recent
+ORDER BY queues.queue;

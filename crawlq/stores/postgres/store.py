@@ -1,0 +1,846 @@
+"""The PostgreSQL store: one database shared by workers on any number of machines.
+
+- Everything lives in one schema of its own (``?schema=``, default ``crawlq``), created
+  and migrated when a store opens, under an advisory lock. Pooled connections set
+  ``search_path`` to it, so every query is static text from ``queries.sql``.
+- A call is one transaction, most of them one statement: a claim reads the claim index
+  and locks with ``FOR UPDATE SKIP LOCKED`` (concurrent workers never wait for each
+  other); a batch of leases is acknowledged with one ``UPDATE ... FROM unnest(...)``.
+- Triggers, in the transaction of each change, append count deltas (``queue_stats``
+  never scans jobs), ``NOTIFY`` idle workers (``job_wait``), and turn the remembered
+  request of a job that ends into a new job.
+- The clock is the database server's. A connection the server closed while idle is
+  replaced before use; driver errors become ``StoreUnavailable`` (connection trouble)
+  or ``StoreError``, with the psycopg exception as the cause.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import select
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors, sql
+from psycopg.conninfo import make_conninfo
+from psycopg.rows import DictRow, dict_row
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from crawlq.exceptions import ConfigurationError, StoreError, StoreUnavailable
+from crawlq.jobs import Job, JobSpec, JobState, Lease, Outcome, QueueStats, ScheduleResult
+from crawlq.stores._sqlfile import load_queries
+from crawlq.stores.base import (
+    Capabilities,
+    ClaimParams,
+    Completion,
+    Failure,
+    JobFilter,
+    Release,
+    WaitParams,
+)
+from crawlq.stores.conflict import Request, merge
+from crawlq.types import JobId, Timestamp
+
+T = TypeVar("T")
+Conn = psycopg.Connection[DictRow]
+
+Q = load_queries("crawlq.stores.postgres")
+
+COMPACT_AFTER = 1000
+"""Count deltas that ``queue_stats`` lets pile up before it folds them itself."""
+MAX_ATTEMPTS = 8
+"""Tries of one call that lost a race (deadlock, a key taken meanwhile) before it fails."""
+
+_PUBLIC_STATE = {
+    "scheduled": JobState.PENDING,
+    "ready": JobState.PENDING,
+    "running": JobState.RUNNING,
+    "done": JobState.DONE,
+    "dead": JobState.DEAD,
+    "cancelled": JobState.CANCELLED,
+}
+_INTERNAL_STATES = {
+    JobState.PENDING: ["scheduled", "ready"],
+    JobState.RUNNING: ["running"],
+    JobState.DONE: ["done"],
+    JobState.DEAD: ["dead"],
+    JobState.CANCELLED: ["cancelled"],
+}
+_FINISHED = ["cancelled", "dead", "done"]
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_LIBPQ_DEFAULTS = {
+    "application_name": "crawlq",
+    "connect_timeout": "10",
+    "keepalives_idle": "30",
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PostgresSettings:
+    """How the PostgreSQL store connects.
+
+    - ``url``: a libpq URL, ``postgresql://user:password@host:port/dbname``.
+    - ``schema``: the schema that holds crawlq's tables (default ``crawlq``): lower-case
+      letters, digits and ``_``, not starting with a digit or ``pg_``.
+    - ``pool_size``: most pooled connections this Store object opens (default 10); each
+      concurrent ``job_wait`` uses one more, of its own.
+    - ``pool_timeout``: seconds a call waits for a working connection before raising
+      ``StoreUnavailable`` (default 10).
+    - ``libpq``: other libpq parameters (``sslmode``, ``connect_timeout``, ...).
+    """
+
+    url: str
+    schema: str = "crawlq"
+    pool_size: int = 10
+    pool_timeout: float = 10.0
+    libpq: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not _SCHEMA_NAME.fullmatch(self.schema) or self.schema.startswith("pg_"):
+            raise ConfigurationError(
+                f"schema={self.schema!r} is not a usable schema name: use lower-case letters, "
+                "digits and '_' (at most 63, not starting with a digit or 'pg_'), e.g. "
+                "?schema=crawlq"
+            )
+        if self.pool_size < 1 or self.pool_timeout <= 0:
+            raise ConfigurationError("pool_size must be at least 1 and pool_timeout positive")
+
+    def conninfo(self) -> str:
+        """The libpq connection string; a bad parameter is a ConfigurationError."""
+        try:
+            return make_conninfo(self.url, **{**_LIBPQ_DEFAULTS, **self.libpq})
+        except psycopg.ProgrammingError as exc:
+            raise ConfigurationError(
+                f"bad PostgreSQL store URL or option: {exc}; crawlq's own options are "
+                "schema, pool_size and pool_timeout, the others go to libpq"
+            ) from exc
+
+
+@contextmanager
+def _translate(operation: str) -> Iterator[None]:
+    """Turn driver errors into crawlq errors, keeping the cause."""
+    try:
+        yield
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailable(f"PostgreSQL is unavailable during {operation}: {exc}") from exc
+    except psycopg.Error as exc:
+        raise StoreError(f"PostgreSQL failed during {operation}: {exc}") from exc
+
+
+class _Restart(Exception):
+    """The call lost a race with another transaction and must run again from the start."""
+
+
+_RETRY = (errors.DeadlockDetected, errors.SerializationFailure, errors.UniqueViolation, _Restart)
+
+
+def _socket_readable(conn: Conn) -> bool:
+    """An idle connection has nothing to read unless the server closed it or spoke."""
+    if not hasattr(select, "poll"):  # Windows
+        return bool(select.select([conn.fileno()], [], [], 0)[0])
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _unwell(conn: Conn) -> bool:
+    """Whether an idle connection is closed, or the server closed it (a restart, an
+    administrator). A round trip only for a connection that looks unwell."""
+    if conn.closed or conn.broken:
+        return True
+    if not _socket_readable(conn):
+        return False
+    try:
+        ConnectionPool.check_connection(conn)
+    except psycopg.Error:
+        return True
+    return False
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _job_from_row(row: DictRow) -> Job:
+    return Job(
+        id=row["id"],
+        queue=row["queue"],
+        task=row["task"],
+        args=row["args"],
+        kwargs=row["kwargs"],
+        key=row["key"],
+        priority=row["priority"],
+        run_at=row["run_at"],
+        state=_PUBLIC_STATE[row["state"]],
+        attempts=row["attempts"],
+        max_attempts=row["max_attempts"],
+        lease_seconds=row["lease_seconds"],
+        timeout=row["timeout"],
+        worker_id=row["worker_id"],
+        lease_token=row["lease_token"],
+        lease_expires_at=row["lease_expires_at"],
+        last_error=row["last_error"],
+        dead_reason=row["dead_reason"],
+        result=row["result"],
+        created_at=row["created_at"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+    )
+
+
+def _request_from_row(row: DictRow) -> Request:
+    return Request(
+        task=row["task"],
+        args=row["args"],
+        kwargs=row["kwargs"],
+        priority=row["priority"],
+        run_at=row["run_at"],
+        max_attempts=row["max_attempts"],
+        lease_seconds=row["lease_seconds"],
+        timeout=row["timeout"],
+    )
+
+
+def _float(value: float | None) -> float | None:
+    """Array parameters need one element type: 30 and 0.5 must both be floats."""
+    return None if value is None else float(value)
+
+
+def _text(value: str) -> str:
+    """PostgreSQL text cannot hold NUL: an error message shows it as ``\\x00`` instead of
+    failing the call (and the worker's retries of it) for ever."""
+    return value.replace("\x00", "\\x00")
+
+
+def _insert_params(specs: Sequence[JobSpec], now: Timestamp | None) -> dict[str, Any]:
+    """Parameters of ``job_insert_many``: one array per column. Arguments that are not
+    JSON raise here, before any I/O."""
+    return {
+        "queue": [s.queue for s in specs],
+        "task": [s.task for s in specs],
+        "args": [_dumps(s.args) for s in specs],
+        "kwargs": [_dumps(s.kwargs) for s in specs],
+        "key": [s.key for s in specs],
+        "priority": [s.priority for s in specs],
+        "run_at": [_float(s.run_at) for s in specs],
+        "delay": [float(s.delay) for s in specs],
+        "max_attempts": [s.max_attempts for s in specs],
+        "lease_seconds": [float(s.lease_seconds) for s in specs],
+        "timeout": [_float(s.timeout) for s in specs],
+        "now": now,
+    }
+
+
+@dataclass(slots=True)
+class _Live:
+    """A live job of a key, as the conflicting requests of one call change it."""
+
+    id: JobId
+    running: bool
+    request: Request
+    followup: Request | None
+    changed: bool = False
+
+
+def _known_migrations() -> dict[int, Traversable]:
+    """Migration files by version (the number their name starts with)."""
+    folder = resources.files("crawlq.stores.postgres.migrations")
+    return {int(f.name.split("_", 1)[0]): f for f in folder.iterdir() if f.name.endswith(".sql")}
+
+
+def _first_of_each(leases: Sequence[Lease]) -> list[int]:
+    """Indexes of the first occurrence of each lease, in order."""
+    seen: set[Lease] = set()
+    first: list[int] = []
+    for i, lease in enumerate(leases):
+        if lease not in seen:
+            seen.add(lease)
+            first.append(i)
+    return first
+
+
+class PostgresStore:
+    """The shared store. Thread-safe: each call borrows a pooled connection."""
+
+    capabilities = Capabilities(notify=True, multi_host=True)
+
+    def __init__(self, settings: PostgresSettings) -> None:
+        self.settings = settings
+        self._conninfo = settings.conninfo()
+        self._listeners: list[Conn] = []
+        self._listeners_lock = threading.Lock()
+        self._closed = False
+        self._pool: ConnectionPool[Conn] = ConnectionPool(
+            self._conninfo,
+            connection_class=psycopg.Connection[DictRow],
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            min_size=1,
+            max_size=settings.pool_size,
+            timeout=settings.pool_timeout,
+            configure=self._configure,
+            name=f"crawlq-{settings.schema}",
+            open=False,
+        )
+        try:
+            self._open_pool()
+            self.migrate()
+        except BaseException:
+            self._pool.close()
+            raise
+
+    # -- connections and transactions ------------------------------------------------
+
+    def _open_pool(self) -> None:
+        """Wait up to ``pool_timeout`` for a first connection; if none comes, say why."""
+        try:
+            self._pool.open(wait=True, timeout=self.settings.pool_timeout)
+        except PoolTimeout as timeout:
+            try:  # the pool only knows it timed out: one direct attempt gives libpq's reason
+                psycopg.connect(self._conninfo).close()
+            except psycopg.OperationalError as exc:
+                raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
+            raise StoreUnavailable(f"cannot connect to PostgreSQL: {timeout}") from timeout
+
+    def _configure(self, conn: Conn) -> None:
+        conn.execute(Q["session_setup"], {"schema": self.settings.schema})
+
+    @contextmanager
+    def _borrow(self) -> Iterator[Conn]:
+        """A pooled connection; one the server closed while it was idle (after a restart,
+        say) is replaced at once rather than handed out, so the call after a restart
+        works as soon as the server accepts connections."""
+        while True:
+            conn = self._pool.getconn()
+            if not _unwell(conn):
+                break
+            conn.close()
+            self._pool.putconn(conn)  # the pool replaces it in the background
+        try:
+            yield conn
+        finally:
+            self._pool.putconn(conn)
+
+    def _run(self, operation: str, work: Callable[[Conn], T], *, transaction: bool = True) -> T:
+        """Run ``work`` on a pooled connection, in one transaction unless told otherwise;
+        a transaction that lost a race (deadlock, key taken meanwhile) runs again."""
+        with _translate(operation):
+            for attempt in range(1, MAX_ATTEMPTS + 1):
+                try:
+                    with self._borrow() as conn:
+                        if not transaction:
+                            return work(conn)
+                        with conn.transaction():
+                            return work(conn)
+                except _RETRY as exc:
+                    if attempt == MAX_ATTEMPTS:
+                        if isinstance(exc, psycopg.Error):
+                            raise
+                        raise StoreError(
+                            f"{operation} kept losing races with other transactions"
+                        ) from exc
+                    time.sleep(0.001 * 2**attempt)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def close(self) -> None:
+        self._closed = True
+        self._pool.close()
+        with self._listeners_lock:
+            listeners, self._listeners = self._listeners, []
+        for conn in listeners:
+            conn.close()
+
+    def now(self) -> Timestamp:
+        row = self._run(
+            "reading the clock",
+            lambda c: c.execute(Q["store_now"]).fetchone(),
+            transaction=False,
+        )
+        assert row is not None
+        return float(row["now"])
+
+    # -- migrations ------------------------------------------------------------------
+
+    def migrate(self) -> list[str]:
+        """Apply the migrations the schema has not seen, in order, under an advisory lock
+        (several processes may open at once); returns their names. A schema migrated by
+        a newer crawlq is refused with ConfigurationError."""
+        known = _known_migrations()
+        if self._applied_versions() >= known.keys():
+            return []  # the common case takes no lock and needs no CREATE privilege
+
+        def work(conn: Conn) -> list[str]:
+            schema = self.settings.schema
+            conn.execute(Q["migrations_lock"], {"schema": schema})
+            conn.execute(sql.SQL(Q["schema_create"]).format(schema=sql.Identifier(schema)))
+            conn.execute(Q["migrations_create"])
+            applied = {r["version"] for r in conn.execute(Q["migrations_applied"])}
+            self._refuse_newer(applied)
+            done: list[str] = []
+            for version, file in sorted(known.items()):
+                if version not in applied:
+                    conn.execute(file.read_bytes())
+                    conn.execute(Q["migrations_record"], {"version": version, "name": file.name})
+                    done.append(file.name)
+            return done
+
+        return self._run("migrating the schema", work)
+
+    def _applied_versions(self) -> set[int]:
+        def work(conn: Conn) -> set[int]:
+            present = conn.execute(Q["migrations_present"]).fetchone()
+            if present is None or not present["present"]:
+                return set()
+            return {r["version"] for r in conn.execute(Q["migrations_applied"])}
+
+        applied = self._run("reading the schema version", work, transaction=False)
+        self._refuse_newer(applied)
+        return applied
+
+    def _refuse_newer(self, applied: set[int]) -> None:
+        unknown = applied - _known_migrations().keys()
+        if unknown:
+            raise ConfigurationError(
+                f"schema {self.settings.schema!r} has version {max(unknown)}, newer than this "
+                "crawlq knows: upgrade crawlq, or use another schema (?schema=...)"
+            )
+
+    # -- scheduling ------------------------------------------------------------------
+
+    def job_schedule(
+        self, specs: Sequence[JobSpec], *, now: Timestamp | None = None
+    ) -> list[ScheduleResult]:
+        params = _insert_params(specs, now)  # arguments that are not JSON fail before any I/O
+
+        def work(conn: Conn) -> list[ScheduleResult]:
+            return self._insert(conn, specs, now, params)
+
+        if not specs:
+            return []
+        keyed = any(s.key is not None for s in specs)  # else one statement, nothing to merge
+        return self._run("scheduling jobs", work, transaction=keyed)
+
+    def _insert(
+        self,
+        conn: Conn,
+        specs: Sequence[JobSpec],
+        now: Timestamp | None,
+        params: dict[str, Any] | None = None,
+    ) -> list[ScheduleResult]:
+        """Insert jobs in order; a spec whose key is live is merged into the live job by
+        its policy (or remembered, if the job is running), in order too."""
+        if not specs:
+            return []
+        query_params = _insert_params(specs, now) if params is None else params
+        rows = conn.execute(Q["job_insert_many"], query_params).fetchall()
+        created = [ScheduleResult(r["id"], Outcome.CREATED) if r["created"] else None for r in rows]
+        conflicts = [i for i, r in enumerate(created) if r is None]
+        merged = (
+            self._merge_conflicts(conn, [specs[i] for i in conflicts], now) if conflicts else []
+        )
+        answers = dict(zip(conflicts, merged, strict=True))
+        return [r if r is not None else answers[i] for i, r in enumerate(created)]
+
+    def _merge_conflicts(
+        self, conn: Conn, specs: Sequence[JobSpec], now: Timestamp | None
+    ) -> list[ScheduleResult]:
+        """Lock the live jobs of the specs' keys, merge each spec into its job in order,
+        and write what changed."""
+        params = {"queue": [s.queue for s in specs], "key": [s.key for s in specs], "now": now}
+        found = conn.execute(Q["job_lock_live"], params).fetchall()
+        live = {(r["queue"], r["key"]): _live_from_row(r) for r in found}
+        results: list[ScheduleResult] = []
+        for spec in specs:
+            job = live.get((spec.queue, spec.key))
+            if job is None:  # it ended between the insert and the lock
+                raise _Restart(f"the live job of key {spec.key!r} ended meanwhile")
+            incoming = Request.from_spec(spec, found[0]["now"])
+            results.append(ScheduleResult(job.id, _apply(job, incoming, spec)))
+        changed = [j for j in live.values() if j.changed]
+        pending = [j for j in changed if not j.running]
+        running = [j for j in changed if j.running and j.followup is not None]
+        if pending:
+            conn.execute(Q["job_update_pending"], _pending_params(pending, now))
+        if running:
+            followups = [j.followup.to_json() for j in running if j.followup is not None]
+            conn.execute(
+                Q["job_set_followup"], {"id": [j.id for j in running], "followup": followups}
+            )
+        return results
+
+    # -- claiming and leases ---------------------------------------------------------
+
+    def job_claim(self, params: ClaimParams) -> list[Job]:
+        if params.limit <= 0 or not params.queues:
+            return []
+        args = {
+            "queues": list(dict.fromkeys(params.queues)),
+            "limit": params.limit,
+            "worker_id": params.worker_id,
+            "now": params.now,
+        }
+
+        def work(conn: Conn) -> list[Job]:
+            return [_job_from_row(r) for r in conn.execute(Q["job_claim"], args)]
+
+        jobs = self._run("claiming jobs", work, transaction=False)
+        jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
+        return jobs
+
+    def _acknowledge(
+        self,
+        conn: Conn,
+        query: str,
+        leases: Sequence[Lease],
+        columns: dict[str, list[Any]],
+        now: Timestamp | None,
+        then: Callable[[list[DictRow]], None] | None = None,
+    ) -> list[bool]:
+        """One statement for a batch of leases; True where the lease was current. A lease
+        repeated in the batch is stale by its second time, as if applied one by one."""
+        first = _first_of_each(leases)
+        params: dict[str, Any] = {
+            "ids": [leases[i].job_id for i in first],
+            "tokens": [leases[i].token for i in first],
+            "now": now,
+            **{name: [values[i] for i in first] for name, values in columns.items()},
+        }
+        rows = conn.execute(Q[query], params).fetchall()
+        if then is not None:
+            then(rows)
+        applied = {Lease(r["id"], r["token"]) for r in rows}
+        chosen = set(first)
+        return [i in chosen and lease in applied for i, lease in enumerate(leases)]
+
+    def job_heartbeat(self, leases: Sequence[Lease], *, now: Timestamp | None = None) -> list[bool]:
+        params = {"ids": [x.job_id for x in leases], "tokens": [x.token for x in leases]}
+
+        def work(conn: Conn) -> set[Lease]:
+            rows = conn.execute(Q["job_heartbeat"], {**params, "now": now}).fetchall()
+            return {Lease(r["id"], r["token"]) for r in rows}
+
+        if not leases:
+            return []
+        applied = self._run("heartbeating leases", work, transaction=False)
+        return [lease in applied for lease in leases]
+
+    def job_release(
+        self, releases: Sequence[Release], *, now: Timestamp | None = None
+    ) -> list[bool]:
+        leases = [r.lease for r in releases]
+        columns = {"delays": [float(r.delay) for r in releases]}
+
+        def work(conn: Conn) -> list[bool]:
+            return self._acknowledge(conn, "job_release", leases, columns, now)
+
+        return self._run("releasing jobs", work, transaction=False) if leases else []
+
+    def job_fail(self, failures: Sequence[Failure], *, now: Timestamp | None = None) -> list[bool]:
+        leases = [f.lease for f in failures]
+        columns: dict[str, list[Any]] = {
+            "errors": [_text(f.error) for f in failures],
+            "delays": [_float(f.retry_delay) for f in failures],
+            "reasons": [_text(f.reason) for f in failures],
+        }
+
+        def work(conn: Conn) -> list[bool]:
+            return self._acknowledge(conn, "job_fail", leases, columns, now)
+
+        return self._run("recording failed attempts", work, transaction=False) if leases else []
+
+    def job_complete(
+        self, completions: Sequence[Completion], *, now: Timestamp | None = None
+    ) -> list[bool]:
+        children = [list(c.children) for c in completions]
+        for kids in children:
+            _insert_params(kids, now)  # arguments that are not JSON fail before any I/O
+        if not completions:
+            return []
+
+        def batch(conn: Conn) -> list[bool]:
+            return self._complete(conn, completions, children, now)
+
+        def one_by_one(conn: Conn) -> list[bool]:
+            return [
+                answer
+                for c, kids in zip(completions, children, strict=True)
+                for answer in self._complete(conn, [c], [kids], now)
+            ]
+
+        with_children = any(c.children for c in completions)  # else one statement
+        try:
+            return self._run("completing jobs", batch, transaction=with_children)
+        except _OneByOne:
+            return self._run("completing jobs", one_by_one)
+
+    def _complete(
+        self,
+        conn: Conn,
+        completions: Sequence[Completion],
+        children: Sequence[list[JobSpec]],
+        now: Timestamp | None,
+    ) -> list[bool]:
+        """All completions in one statement (whose trigger turns the remembered requests of
+        the completed jobs into jobs), then their children, in order. That equals
+        completing them one by one unless a child names the key of a job completed later
+        in the batch: then ``_OneByOne`` rolls the transaction back, and the caller
+        completes them one at a time."""
+        leases = [c.lease for c in completions]
+        columns = {"results": [_dumps(c.result) for c in completions]}
+
+        def spawn(rows: list[DictRow]) -> None:
+            by_lease = {Lease(r["id"], r["token"]): r for r in rows}
+            done = [
+                (by_lease[leases[i]], children[i])
+                for i in _first_of_each(leases)
+                if leases[i] in by_lease
+            ]
+            _refuse_later_keys(done)
+            self._insert(conn, [kid for _, kids in done for kid in kids], now)
+
+        return self._acknowledge(conn, "job_complete", leases, columns, now, spawn)
+
+    def job_expire_leases(self, *, now: Timestamp | None = None) -> list[JobId]:
+        def work(conn: Conn) -> list[JobId]:
+            rows = conn.execute(Q["job_expire_leases"], {"now": now}).fetchall()
+            return sorted(int(r["id"]) for r in rows)
+
+        expired = self._run("returning expired leases", work, transaction=False)
+        self._compact_counts()
+        return expired
+
+    def job_cancel(self, ids: Sequence[JobId], *, now: Timestamp | None = None) -> list[JobId]:
+        if not ids:
+            return []
+        params = {"ids": list(ids), "now": now}
+        rows = self._run(
+            "cancelling jobs",
+            lambda c: c.execute(Q["job_cancel"], params).fetchall(),
+            transaction=False,
+        )
+        return sorted(int(r["id"]) for r in rows)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def job_get(self, job_id: JobId) -> Job | None:
+        row = self._run(
+            "reading a job",
+            lambda c: c.execute(Q["job_get"], {"id": job_id}).fetchone(),
+            transaction=False,
+        )
+        return None if row is None else _job_from_row(row)
+
+    @staticmethod
+    def _filter_params(where: JobFilter) -> dict[str, Any]:
+        return {
+            "after_id": where.after_id,
+            "ids": None if where.ids is None else list(where.ids),
+            "queue": where.queue,
+            "task": where.task,
+            "states": None if where.state is None else _INTERNAL_STATES[where.state],
+            "finished_before": where.finished_before,
+            "limit": where.limit,
+        }
+
+    def job_list(self, where: JobFilter) -> list[Job]:
+        params = self._filter_params(where)
+        rows = self._run(
+            "listing jobs",
+            lambda c: c.execute(Q["job_list"], params).fetchall(),
+            transaction=False,
+        )
+        return [_job_from_row(r) for r in rows]
+
+    def job_requeue(self, where: JobFilter, *, now: Timestamp | None = None) -> list[JobId]:
+        if where.state not in (None, JobState.DEAD):
+            return []
+        params = {**self._filter_params(where), "now": now}
+        rows = self._run(
+            "requeueing dead jobs",
+            lambda c: c.execute(Q["job_requeue"], params).fetchall(),
+            transaction=False,
+        )
+        return sorted(int(r["id"]) for r in rows)
+
+    def job_purge(self, where: JobFilter) -> int:
+        params = self._filter_params(where)
+        if where.state is None:  # select finished jobs before ``limit`` applies
+            params["states"] = _FINISHED
+        return self._run(
+            "purging jobs",
+            lambda c: c.execute(Q["job_purge"], params).rowcount,
+            transaction=False,
+        )
+
+    def job_prune(self, *, retention: float, now: Timestamp | None = None) -> int:
+        params = {"retention": retention, "now": now}
+        return self._run(
+            "pruning finished jobs",
+            lambda c: c.execute(Q["job_prune"], params).rowcount,
+            transaction=False,
+        )
+
+    def job_next_due(self, queues: Sequence[str]) -> Timestamp | None:
+        row = self._run(
+            "finding the next due job",
+            lambda c: c.execute(Q["job_next_due"], {"queues": list(queues)}).fetchone(),
+            transaction=False,
+        )
+        return None if row is None or row["next_due"] is None else float(row["next_due"])
+
+    def queue_stats(self, *, now: Timestamp | None = None) -> list[QueueStats]:
+        rows = self._run(
+            "reading queue stats",
+            lambda c: c.execute(Q["queue_stats"], {"now": now}).fetchall(),
+            transaction=False,
+        )
+        if rows and rows[0]["deltas"] > COMPACT_AFTER:
+            self._compact_counts()
+        stats = [_queue_stats(r) for r in rows]
+        stats.sort(key=lambda s: s.queue)
+        return stats
+
+    def _compact_counts(self) -> None:
+        """Fold the count deltas into the counters (skipped if another call is at it).
+        Workers call ``job_expire_leases`` every second, which does this."""
+        self._run(
+            "compacting counters",
+            lambda c: c.execute(Q["counts_compact"], {"schema": self.settings.schema}),
+            transaction=False,
+        )
+
+    # -- waiting ---------------------------------------------------------------------
+
+    def job_wait(self, params: WaitParams) -> None:
+        deadline = time.monotonic() + params.timeout
+        wanted = {f"{self.settings.schema}:{q}" for q in params.queues}
+        with _translate("waiting for jobs"), self._listening() as conn:
+            row = conn.execute(Q["job_next_due"], {"queues": list(params.queues)}).fetchone()
+            if row is not None and row["next_due"] is not None:
+                if row["next_due"] <= row["now"]:
+                    return
+                deadline = min(deadline, time.monotonic() + row["next_due"] - row["now"])
+            while (remaining := deadline - time.monotonic()) > 0:
+                for notify in conn.notifies(timeout=remaining):
+                    if notify.payload in wanted:
+                        return
+
+    @contextmanager
+    def _listening(self) -> Iterator[Conn]:
+        """A dedicated connection that LISTENs for the call's duration; notifications
+        that arrived before are dropped (the caller looks for due jobs after this)."""
+        conn = self._take_listener()
+        clean = False
+        try:
+            conn.execute(Q["listen"])
+            for _ in conn.notifies(timeout=0):
+                pass
+            yield conn
+            conn.execute(Q["unlisten"])
+            clean = True
+        finally:
+            if clean and not self._closed:
+                with self._listeners_lock:
+                    self._listeners.append(conn)
+            else:
+                conn.close()
+
+    def _take_listener(self) -> Conn:
+        while True:
+            with self._listeners_lock:
+                conn = self._listeners.pop() if self._listeners else None
+            if conn is None:
+                break
+            if not _unwell(conn):
+                return conn
+            conn.close()
+        conn = psycopg.Connection[DictRow].connect(
+            self._conninfo, autocommit=True, row_factory=dict_row
+        )
+        self._configure(conn)
+        return conn
+
+
+class _OneByOne(Exception):
+    """A batch of completions must run one completion at a time (see ``_complete``)."""
+
+
+def _refuse_later_keys(done: Sequence[tuple[DictRow, list[JobSpec]]]) -> None:
+    """Raise ``_OneByOne`` if a child names the key of a job completed after its parent."""
+    later: set[tuple[str, str | None]] = set()
+    for row, kids in reversed(done):
+        if any((kid.queue, kid.key) in later for kid in kids):
+            raise _OneByOne()
+        if row["key"] is not None:
+            later.add((row["queue"], row["key"]))
+
+
+def _live_from_row(row: DictRow) -> _Live:
+    return _Live(
+        id=row["id"],
+        running=row["state"] == "running",
+        request=_request_from_row(row),
+        followup=None if row["followup"] is None else Request(**row["followup"]),
+    )
+
+
+def _apply(job: _Live, incoming: Request, spec: JobSpec) -> Outcome:
+    """Merge a request into the live job of its key (or into its remembered request)."""
+    if job.running:
+        merged = (
+            incoming if job.followup is None else merge(job.followup, incoming, spec.on_conflict)
+        )
+        if merged is None:
+            return Outcome.UNCHANGED
+        job.followup, job.changed = merged, True
+        return Outcome.DEFERRED
+    merged = merge(job.request, incoming, spec.on_conflict)
+    if merged is None:
+        return Outcome.UNCHANGED
+    job.request, job.changed = merged, True
+    return Outcome.UPDATED
+
+
+def _pending_params(jobs: Sequence[_Live], now: Timestamp | None) -> dict[str, Any]:
+    """Parameters of ``job_update_pending``: one array per column."""
+    requests = [j.request for j in jobs]
+    return {
+        "id": [j.id for j in jobs],
+        "task": [r.task for r in requests],
+        "args": [_dumps(r.args) for r in requests],
+        "kwargs": [_dumps(r.kwargs) for r in requests],
+        "priority": [r.priority for r in requests],
+        "run_at": [float(r.run_at) for r in requests],
+        "max_attempts": [r.max_attempts for r in requests],
+        "lease_seconds": [float(r.lease_seconds) for r in requests],
+        "timeout": [_float(r.timeout) for r in requests],
+        "now": now,
+    }
+
+
+def _queue_stats(row: DictRow) -> QueueStats:
+    now = row["now"]
+    unpromoted = row["unpromoted"]
+    oldest = [
+        t for t in (row["oldest_ready"], row["oldest_scheduled"]) if t is not None and t <= now
+    ]
+    return QueueStats(
+        queue=row["queue"],
+        due=row["ready"] + unpromoted,
+        scheduled=row["scheduled"] - unpromoted,
+        running=row["running"],
+        done=row["done"],
+        dead=row["dead"],
+        cancelled=row["cancelled"],
+        oldest_due_age=now - min(oldest) if oldest else None,
+        done_last_minute=row["done_recent"],
+    )

@@ -1,0 +1,28 @@
+-- job_cancel.lua: cancel the pending or running jobs among some ids. A cancelled job
+-- frees its key and drops its remembered request; its lease becomes stale.
+--
+-- KEYS:    none; names are built from the prefix (keys.py)
+-- ARGV:    prefix, now, id...
+-- Returns: the ids cancelled, in id order.
+-- Touches: {p}:job:{id}, {p}:followup:{id}, {p}:running, {p}:q:{queue}:cancelled,
+--          :counts, :keys, :prios, :p:{priority}
+
+local now = clock(ARGV[2])
+local ids, seen = {}, {}
+for i = 3, #ARGV do
+  if not seen[ARGV[i]] then
+    seen[ARGV[i]] = true
+    ids[#ids + 1] = ARGV[i]
+  end
+end
+table.sort(ids, function(a, b) return tonumber(a) < tonumber(b) end)
+local cancelled = {}
+for _, id in ipairs(ids) do
+  local job = load(id)
+  if job and (job.state == 'pending' or job.state == 'running') then
+    finish(job, 'cancelled', now, {})
+    cancelled[#cancelled + 1] = id
+  end
+end
+commit()
+return cancelled

@@ -1,0 +1,97 @@
+-- job_claim.lua: lease up to `limit` due pending jobs of some queues (Store.job_claim).
+--
+-- Claim order: priority desc, run_at asc, id asc, across all the asked queues; a job is
+-- never claimed before its run_at. Each claim counts an attempt and issues a new token.
+--
+-- KEYS:    none; names are built from the prefix (keys.py)
+-- ARGV:    prefix, now, worker_id, limit, queue...
+-- Returns: a JSON list of [id, [field, value, ...]] per leased job, in claim order.
+-- Touches: {p}:q:{queue}:prios, {p}:q:{queue}:p:{priority}, {p}:q:{queue}:counts,
+--          {p}:job:{id}, {p}:running, {p}:seq
+
+local now = clock(ARGV[2])
+local worker, limit = ARGV[3], tonumber(ARGV[4])
+local due_until = fmt(now)
+
+-- The best `limit` due jobs of each queue; the best `limit` of all of them win.
+local candidates, asked = {}, {}
+for i = 5, #ARGV do
+  local queue = ARGV[i]
+  if not asked[queue] then
+    asked[queue] = true
+    local got = 0
+    each_level(queue, function(level, priority)
+      local rows = redis.call('ZRANGEBYSCORE', level, '-inf', due_until, 'WITHSCORES',
+        'LIMIT', 0, limit - got)
+      for j = 1, #rows, 2 do
+        candidates[#candidates + 1] = {
+          queue = queue, priority = priority, p = tonumber(priority),
+          run_at = tonumber(rows[j + 1]), id = member_id(rows[j]),
+        }
+        got = got + 1
+      end
+      return got >= limit
+    end)
+  end
+end
+if #candidates == 0 then
+  return '[]'
+end
+table.sort(candidates, function(a, b)
+  if a.p ~= b.p then
+    return a.p > b.p
+  end
+  if a.run_at ~= b.run_at then
+    return a.run_at < b.run_at
+  end
+  return tonumber(a.id) < tonumber(b.id)
+end)
+
+-- Lease tokens: unique per claim (server time and a counter), then per job (its rank).
+local t = redis.call('TIME')
+local claim_id = t[1] .. '.' .. t[2] .. ':' .. redis.call('INCR', K.seq())
+local seed = string.sub(redis.sha1hex(claim_id), 1, 12)
+local started = fmt(now)
+local leased_jobs, levels, running = {}, {}, {}
+for n = 1, math.min(limit, #candidates) do
+  local c = candidates[n]
+  local key = K.job(c.id)
+  local flat = redis.call('HGETALL', key)
+  local job = {}
+  for j = 1, #flat, 2 do
+    job[flat[j]] = flat[j + 1]
+  end
+  local expires = fmt(now + tonumber(job.lease_seconds))
+  local changes = {
+    state = 'running', attempts = fmt_int(tonumber(job.attempts) + 1), worker_id = worker,
+    lease_token = seed .. string.format('%04x', n),
+    lease_expires_at = expires, started_at = started,
+  }
+  local fields = {}
+  for field, value in pairs(changes) do
+    fields[#fields + 1] = field
+    fields[#fields + 1] = value
+    job[field] = value
+  end
+  redis.call('HSET', key, unpack(fields))
+  running[#running + 1] = expires
+  running[#running + 1] = c.id
+  local level = c.queue .. '\n' .. c.priority
+  if levels[level] == nil then
+    levels[level] = {queue = c.queue, priority = c.priority, ids = {}}
+  end
+  table.insert(levels[level].ids, c.id)
+  move_count(c.queue, 'pending', 'running')
+  local reply = {}
+  for field, value in pairs(job) do
+    reply[#reply + 1] = field
+    reply[#reply + 1] = value
+  end
+  leased_jobs[n] = {c.id, reply}
+end
+for _, level in pairs(levels) do
+  pending_remove_many(level.queue, level.priority, level.ids)
+end
+call_many('ZADD', K.running(), running)
+commit()
+return encode_list(leased_jobs)

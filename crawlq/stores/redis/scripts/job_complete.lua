@@ -1,0 +1,30 @@
+-- job_complete.lua: mark leased jobs done and schedule their children, atomically.
+--
+-- A stale lease changes nothing and schedules none of its children. A job that ends
+-- turns its remembered request (if any) into a pending job before its children.
+--
+-- KEYS:    none; names are built from the prefix (keys.py)
+-- ARGV:    prefix, now, completions (a JSON list of [id, token, result as JSON text,
+--          [child spec...]]; specs as in spec_from in the prelude)
+-- Returns: 1 per completion applied, 0 per stale lease, in order.
+-- Touches: {p}:job:{id}, {p}:followup:{id}, {p}:running, {p}:q:{queue}:done,
+--          :counts, :keys, and everything job_schedule.lua touches (followups, children)
+
+local now = clock(ARGV[2])
+local completions = cjson.decode(ARGV[3])
+for _, c in ipairs(completions) do
+  c[4] = specs_from(c[4], now)  -- decode every spec before the first write
+end
+local answers = {}
+for n, c in ipairs(completions) do
+  local job = leased(c[1], c[2])
+  if job then
+    finish(job, 'done', now, {'result', c[3]})
+    for _, spec in ipairs(c[4]) do
+      schedule(spec, now)
+    end
+  end
+  answers[n] = job and 1 or 0
+end
+commit()
+return answers

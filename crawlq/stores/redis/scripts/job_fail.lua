@@ -1,0 +1,23 @@
+-- job_fail.lua: record failed attempts: pending again after a delay, or dead.
+--
+-- KEYS:    none; names are built from the prefix (keys.py)
+-- ARGV:    prefix, now, then per failure: id, token, error, retry_delay? ('' = dead),
+--          reason (the dead_reason when dead)
+-- Returns: 1 per failure applied, 0 per stale lease, in order.
+-- Touches: {p}:job:{id}, {p}:followup:{id}, {p}:running, {p}:q:{queue}:dead,
+--          :counts, :keys, :prios, :p:{priority}, and job_schedule.lua's keys (followups)
+
+local now = clock(ARGV[2])
+local answers = {}
+for i = 3, #ARGV, 5 do
+  local job = leased(ARGV[i], ARGV[i + 1])
+  local message, delay, reason = ARGV[i + 2], opt_number(ARGV[i + 3]), ARGV[i + 4]
+  if job and delay == nil then
+    finish(job, 'dead', now, {'last_error', message, 'dead_reason', reason})
+  elseif job then
+    back_to_pending(job, now + delay, {'last_error', message})
+  end
+  answers[#answers + 1] = job and 1 or 0
+end
+commit()
+return answers

@@ -1,0 +1,676 @@
+"""The Redis store: many workers on many machines share one redis-server.
+
+Every change that touches more than one key is one Lua script (``scripts/*.lua``), so no
+two clients ever interleave: claims, leases, uniqueness, counts and the dead-letter queue
+are atomic. The store's clock is the server's ``TIME``. The key layout is in ``keys.py``.
+
+A script runs at most once per call: the client does not retry on its own (a retried
+script whose first reply was lost would run twice). A lost connection raises
+``StoreUnavailable``; the next call reconnects, and a script the restarted server does not
+know is loaded again (``NOSCRIPT`` -> ``SCRIPT LOAD`` -> ``EVALSHA``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import operator
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, cast
+
+from crawlq.exceptions import ConfigurationError, StoreError, StoreUnavailable
+from crawlq.jobs import (
+    FINISHED_STATES,
+    ConflictPolicy,
+    Job,
+    JobSpec,
+    JobState,
+    Lease,
+    Outcome,
+    QueueStats,
+    ScheduleResult,
+)
+from crawlq.stores.base import (
+    Capabilities,
+    ClaimParams,
+    Completion,
+    Failure,
+    JobFilter,
+    Release,
+    WaitParams,
+)
+from crawlq.stores.redis import keys
+from crawlq.types import JobId, Timestamp
+
+try:
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.client import PubSub
+    from redis.commands.core import Script
+    from redis.retry import Retry
+except ImportError as exc:  # pragma: no cover - depends on what is installed
+    raise ConfigurationError(
+        "the Redis store needs the redis package: pip install 'crawlq[redis]'"
+    ) from exc
+
+logger = logging.getLogger("crawlq.stores.redis")
+
+SCRIPTS = (
+    "job_schedule",
+    "job_claim",
+    "job_heartbeat",
+    "job_complete",
+    "job_fail",
+    "job_release",
+    "job_expire_leases",
+    "job_cancel",
+    "job_list",
+    "job_requeue",
+    "job_purge",
+    "job_prune",
+    "job_next_due",
+    "queue_stats",
+)
+SCAN_BUDGET = 1000
+"""Job ids one listing, requeue or purge script looks at per call (bounds its run time)."""
+PRUNE_BUDGET = 1000
+"""Jobs one prune script deletes per call."""
+MAX_INTEGER = 2**53
+"""Priorities and max_attempts are Lua numbers (doubles) in the scripts: exact to 2**53."""
+SUBSCRIBE_TIMEOUT = 5.0
+
+
+def _script_source(name: str) -> str:
+    """A script as loaded: prefix, key builders, the shared prelude, then the script."""
+    folder = resources.files("crawlq.stores.redis").joinpath("scripts")
+    return "".join(
+        [
+            "local PREFIX = ARGV[1]\n",
+            keys.lua_key_builders(),
+            folder.joinpath("prelude.lua").read_text(encoding="utf-8"),
+            folder.joinpath(f"{name}.lua").read_text(encoding="utf-8"),
+        ]
+    )
+
+
+SOURCES = {name: _script_source(name) for name in SCRIPTS}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RedisSettings:
+    """How the Redis store connects.
+
+    - ``url``: ``redis://[user:password@]host:port/db`` (or ``rediss://`` for TLS).
+    - ``prefix``: the first part of every key, so several apps share a server
+      (default ``crawlq``).
+    - ``require_persistence``: refuse a server that persists nothing (default False:
+      log a warning).
+    - ``socket_timeout``: seconds a command may take before ``StoreUnavailable`` (10).
+    - ``socket_connect_timeout``: seconds to connect (5).
+    """
+
+    url: str
+    prefix: str = keys.DEFAULT_PREFIX
+    require_persistence: bool = False
+    socket_timeout: float = 10.0
+    socket_connect_timeout: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not self.prefix or any(c.isspace() for c in self.prefix):
+            raise ConfigurationError(
+                f"Redis key prefix {self.prefix!r} must be a non-empty word, e.g. ?prefix=crawlq"
+            )
+        if self.socket_timeout <= 0 or self.socket_connect_timeout <= 0:
+            raise ConfigurationError("socket_timeout and socket_connect_timeout must be positive")
+
+
+@contextmanager
+def _translate(operation: str) -> Iterator[None]:
+    """Turn driver errors into crawlq errors, keeping the cause."""
+    try:
+        yield
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise StoreUnavailable(f"Redis could not be reached during {operation}: {exc}") from exc
+    except redis.RedisError as exc:
+        raise StoreError(f"Redis failed during {operation}: {exc}") from exc
+
+
+# -- encoding arguments --------------------------------------------------------------
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+_SORTED_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
+
+
+def _dumps(value: Any) -> str:
+    return _ENCODER.encode(value)
+
+
+def _finite(value: float, what: str) -> float:
+    number = float(value)
+    if not math.isfinite(number):
+        raise StoreError(f"{what} must be a finite number, not {value!r}")
+    return number
+
+
+def _opt_finite(value: float | None, what: str) -> float | None:
+    return None if value is None else _finite(value, what)
+
+
+def _number(value: float, what: str) -> str:
+    return repr(_finite(value, what))
+
+
+def _opt(value: str | None) -> str:
+    """'' for None, '=' + value otherwise (the scripts' optional-string convention)."""
+    return "" if value is None else "=" + value
+
+
+def _opt_number(value: float | None, what: str) -> str:
+    return "" if value is None else "=" + _number(value, what)
+
+
+def _now_arg(now: Timestamp | None) -> str:
+    return "" if now is None else _number(now, "now")
+
+
+def _integer(value: int, what: str) -> int:
+    number = operator.index(value)
+    if abs(number) > MAX_INTEGER:
+        raise StoreError(f"{what} {number} is out of range for the Redis store (±2**53)")
+    return number
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as ``==`` sees it: bools and integral floats as ints (``1 == 1.0 ==
+    True``). With sorted keys, two plain values have the same JSON text iff they are equal."""
+    if value is True or value is False:
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _has_tuple(values: Iterable[Any]) -> bool:
+    for value in values:
+        if isinstance(value, tuple):
+            return True
+        if isinstance(value, list) and _has_tuple(value):
+            return True
+        if isinstance(value, dict) and _has_tuple(value.values()):
+            return True
+    return False
+
+
+TUPLE_CMP = "tuple"
+"""The ``cmp`` of arguments holding a tuple: Python finds them unequal to any stored
+(JSON) arguments, where every tuple has become a list; no ``sig`` is ever this text."""
+
+
+def _signatures(spec: JobSpec) -> tuple[str | None, str | None]:
+    """What stands for (args, kwargs) when the on_conflict rules compare requests.
+
+    ``sig`` is stored with a keyed job: a digest of its arguments as a later request reads
+    them back (JSON). ``cmp`` is given only when the spec's own arguments compare
+    differently (crawlq.stores.conflict.merge compares the spec's values with the stored
+    ones): with a tuple inside, they equal no stored arguments.
+    """
+    if spec.key is None:
+        return None, None
+    args, kwargs = list(spec.args), dict(spec.kwargs)
+    text = _SORTED_ENCODER.encode(_plain([args, kwargs]))
+    sig = hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+    cmp = TUPLE_CMP if _has_tuple(args) or _has_tuple(kwargs.values()) else None
+    return sig, cmp
+
+
+def _spec_row(spec: JobSpec) -> list[Any]:
+    """One spec as the scripts read it (spec_from in prelude.lua)."""
+    sig, cmp = _signatures(spec)
+    return [
+        spec.queue,
+        spec.task,
+        _dumps(list(spec.args)),
+        _dumps(dict(spec.kwargs)),
+        spec.key,
+        sig,
+        _integer(spec.priority, "priority"),
+        _opt_finite(spec.run_at, "run_at"),
+        _finite(spec.delay, "delay"),
+        _integer(spec.max_attempts, "max_attempts"),
+        _finite(spec.lease_seconds, "lease_seconds"),
+        _opt_finite(spec.timeout, "timeout"),
+        ConflictPolicy(spec.on_conflict).value,
+        cmp,
+    ]
+
+
+# -- decoding replies ------------------------------------------------------------------
+
+
+def _float(text: str | None) -> float | None:
+    return None if text is None else float(text)
+
+
+def _jobs(text: str) -> list[Job]:
+    """Jobs from the scripts' JSON list of ``[id, [field, value, ...]]``."""
+    return [
+        _job_from_hash(int(job_id), dict(zip(flat[::2], flat[1::2], strict=True)))
+        for job_id, flat in json.loads(text)
+    ]
+
+
+def _job_from_hash(job_id: JobId, h: dict[str, str]) -> Job:
+    result = h.get("result")
+    return Job(
+        id=job_id,
+        queue=h["queue"],
+        task=h["task"],
+        args=json.loads(h["args"]),
+        kwargs=json.loads(h["kwargs"]),
+        key=h.get("key"),
+        priority=int(h["priority"]),
+        run_at=float(h["run_at"]),
+        state=JobState(h["state"]),
+        attempts=int(h["attempts"]),
+        max_attempts=int(h["max_attempts"]),
+        lease_seconds=float(h["lease_seconds"]),
+        timeout=_float(h.get("timeout")),
+        worker_id=h.get("worker_id"),
+        lease_token=h.get("lease_token"),
+        lease_expires_at=_float(h.get("lease_expires_at")),
+        last_error=h.get("last_error"),
+        dead_reason=h.get("dead_reason"),
+        result=None if result is None else json.loads(result),
+        created_at=float(h["created_at"]),
+        started_at=_float(h.get("started_at")),
+        finished_at=_float(h.get("finished_at")),
+    )
+
+
+class RedisStore:
+    """The Redis store. Thread-safe: each call borrows a pooled connection."""
+
+    capabilities = Capabilities(notify=True, multi_host=True)
+
+    def __init__(self, settings: RedisSettings) -> None:
+        self.settings = settings
+        self._prefix = settings.prefix
+        self._local = threading.local()
+        self._pubsubs: list[PubSub] = []
+        self._pubsubs_lock = threading.Lock()
+        try:
+            self._client: redis.Redis = redis.Redis.from_url(
+                settings.url,
+                decode_responses=True,
+                retry=Retry(NoBackoff(), 0),
+                socket_timeout=settings.socket_timeout,
+                socket_connect_timeout=settings.socket_connect_timeout,
+            )
+        except ValueError as exc:
+            raise ConfigurationError(f"bad Redis URL {settings.url!r}: {exc}") from exc
+        self._scripts: dict[str, Script] = {
+            name: self._client.register_script(source) for name, source in SOURCES.items()
+        }
+        try:
+            with _translate("checking the server's settings"):
+                self._check_server()
+        except BaseException:
+            self._client.close()
+            raise
+
+    # -- connection and server settings ----------------------------------------------
+
+    def _check_server(self) -> None:
+        """Refuse a server that may evict keys; warn about one that persists nothing."""
+        try:
+            config: dict[str, str] = {}
+            for name in ("maxmemory-policy", "appendonly", "save"):
+                config.update(cast("dict[str, str]", self._client.config_get(name)))
+        except redis.ResponseError as exc:
+            logger.warning(
+                "could not check the Redis server's settings (CONFIG GET failed: %s): make "
+                "sure it has maxmemory-policy noeviction and appendonly yes, or jobs can be lost",
+                exc,
+            )
+            return
+        policy = config.get("maxmemory-policy", "noeviction")
+        if policy != "noeviction":
+            raise ConfigurationError(
+                f"the Redis server at {self._where()} has maxmemory-policy {policy}: it may "
+                "evict crawlq's keys and lose jobs. Run `CONFIG SET maxmemory-policy "
+                "noeviction` (and set `maxmemory-policy noeviction` in redis.conf so it "
+                "survives a restart)"
+            )
+        self._check_persistence(config.get("appendonly", "no"), config.get("save", ""))
+
+    def _check_persistence(self, appendonly: str, save: str) -> None:
+        if appendonly == "yes":
+            return
+        if save.strip():
+            logger.warning(
+                "the Redis server at %s saves snapshots only (appendonly no): a crash loses "
+                "the jobs acknowledged since the last snapshot. Run `CONFIG SET appendonly "
+                "yes` and set `appendonly yes` in redis.conf",
+                self._where(),
+            )
+            return
+        message = (
+            f'the Redis server at {self._where()} persists nothing (appendonly no, save ""): '
+            "a restart loses every job. Run `CONFIG SET appendonly yes` and set "
+            "`appendonly yes` in redis.conf"
+        )
+        if self.settings.require_persistence:
+            raise ConfigurationError(message + " (refused because of ?require_persistence=1)")
+        logger.warning(message)
+
+    def _where(self) -> str:
+        kwargs = self._client.connection_pool.connection_kwargs
+        return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
+
+    def _run(self, operation: str, script: str, args: Sequence[str]) -> Any:
+        with _translate(operation):
+            return self._scripts[script](keys=[], args=[self._prefix, *args])
+
+    def close(self) -> None:
+        with self._pubsubs_lock:
+            pubsubs, self._pubsubs = self._pubsubs, []
+        for pubsub in pubsubs:
+            with suppress(redis.RedisError, OSError):
+                pubsub.close()
+        self._client.close()
+
+    def now(self) -> Timestamp:
+        with _translate("reading the server's clock"):
+            seconds, micros = self._client.time()
+        return float(seconds) + float(micros) / 1_000_000
+
+    # -- scheduling and leases -------------------------------------------------------
+
+    def job_schedule(
+        self, specs: Sequence[JobSpec], *, now: Timestamp | None = None
+    ) -> list[ScheduleResult]:
+        if not specs:
+            return []
+        args = [_now_arg(now), _dumps([_spec_row(spec) for spec in specs])]
+        rows = self._run("scheduling jobs", "job_schedule", args)
+        return [ScheduleResult(int(job_id), Outcome(outcome)) for job_id, outcome in rows]
+
+    def job_claim(self, params: ClaimParams) -> list[Job]:
+        if params.limit <= 0 or not params.queues:
+            return []
+        args = [_now_arg(params.now), params.worker_id, str(params.limit), *params.queues]
+        return _jobs(self._run("claiming jobs", "job_claim", args))
+
+    def _per_item(
+        self, operation: str, script: str, now: Timestamp | None, items: list[str]
+    ) -> list[bool]:
+        if not items:
+            return []
+        return [bool(ok) for ok in self._run(operation, script, [_now_arg(now), *items])]
+
+    def job_heartbeat(self, leases: Sequence[Lease], *, now: Timestamp | None = None) -> list[bool]:
+        items = [part for lease in leases for part in (str(lease.job_id), lease.token)]
+        return self._per_item("heartbeating leases", "job_heartbeat", now, items)
+
+    def job_complete(
+        self, completions: Sequence[Completion], *, now: Timestamp | None = None
+    ) -> list[bool]:
+        if not completions:
+            return []
+        rows = [
+            [
+                str(c.lease.job_id),
+                c.lease.token,
+                _dumps(c.result),
+                [_spec_row(child) for child in c.children],
+            ]
+            for c in completions
+        ]
+        return self._per_item("completing jobs", "job_complete", now, [_dumps(rows)])
+
+    def job_fail(self, failures: Sequence[Failure], *, now: Timestamp | None = None) -> list[bool]:
+        items = [
+            part
+            for f in failures
+            for part in (
+                str(f.lease.job_id),
+                f.lease.token,
+                f.error,
+                _opt_number(f.retry_delay, "retry_delay"),
+                f.reason,
+            )
+        ]
+        return self._per_item("recording failed attempts", "job_fail", now, items)
+
+    def job_release(
+        self, releases: Sequence[Release], *, now: Timestamp | None = None
+    ) -> list[bool]:
+        items = [
+            part
+            for r in releases
+            for part in (str(r.lease.job_id), r.lease.token, _number(r.delay, "delay"))
+        ]
+        return self._per_item("releasing jobs", "job_release", now, items)
+
+    def job_expire_leases(self, *, now: Timestamp | None = None) -> list[JobId]:
+        expired = self._run("returning expired leases", "job_expire_leases", [_now_arg(now)])
+        return [int(job_id) for job_id in expired]
+
+    def job_cancel(self, ids: Sequence[JobId], *, now: Timestamp | None = None) -> list[JobId]:
+        if not ids:
+            return []
+        args = [_now_arg(now), *(str(operator.index(i)) for i in ids)]
+        return [int(job_id) for job_id in self._run("cancelling jobs", "job_cancel", args)]
+
+    # -- reading, requeueing, purging ------------------------------------------------
+
+    def job_get(self, job_id: JobId) -> Job | None:
+        with _translate("reading a job"):
+            raw = self._client.hgetall(keys.key("job", self._prefix, id=job_id))
+        h = cast("dict[str, str]", raw)  # decode_responses=True: text only
+        return _job_from_hash(job_id, h) if h else None
+
+    def _scan(
+        self,
+        operation: str,
+        script: str,
+        where: JobFilter,
+        states: Sequence[str] | None,
+        now: Timestamp | None = None,
+    ) -> Iterator[Any]:
+        """Run a filter script page by page; yields each page's payload."""
+        ids = ""
+        if where.ids is not None:
+            chosen = sorted({operator.index(i) for i in where.ids if i > where.after_id})
+            if not chosen:
+                return
+            ids = "=" + ",".join(map(str, chosen))
+        remaining = -1 if where.limit is None or where.limit < 0 else where.limit
+        cursor = where.after_id
+        while remaining != 0:
+            args = [
+                _now_arg(now),
+                str(cursor),
+                ids,
+                _opt(where.queue),
+                _opt(where.task),
+                "" if states is None else "=" + ",".join(states),
+                _opt_number(where.finished_before, "finished_before"),
+                str(remaining),
+                str(SCAN_BUDGET),
+            ]
+            cursor, done, matched, payload = self._run(operation, script, args)
+            yield payload
+            if done:
+                return
+            if remaining > 0:
+                remaining = max(0, remaining - int(matched))
+
+    def job_list(self, where: JobFilter) -> list[Job]:
+        states = None if where.state is None else [where.state.value]
+        pages = self._scan("listing jobs", "job_list", where, states)
+        return [job for page in pages for job in _jobs(page)]
+
+    def job_requeue(self, where: JobFilter, *, now: Timestamp | None = None) -> list[JobId]:
+        if where.state not in (None, JobState.DEAD):
+            return []
+        pages = self._scan("requeueing dead jobs", "job_requeue", where, ["dead"], now)
+        return [int(job_id) for page in pages for job_id in page]
+
+    def job_purge(self, where: JobFilter) -> int:
+        if where.state is None:
+            states = sorted(s.value for s in FINISHED_STATES)
+        elif where.state in FINISHED_STATES:
+            states = [where.state.value]
+        else:
+            return 0
+        return sum(int(n) for n in self._scan("purging jobs", "job_purge", where, states))
+
+    def job_prune(self, *, retention: float, now: Timestamp | None = None) -> int:
+        args = [_now_arg(now), _number(retention, "retention"), str(PRUNE_BUDGET)]
+        total = 0
+        while True:
+            deleted, more = self._run("pruning finished jobs", "job_prune", args)
+            total += int(deleted)
+            if not more:
+                return total
+
+    # -- waiting ---------------------------------------------------------------------
+
+    def _next_due_and_now(self, queues: Sequence[str]) -> tuple[float | None, float]:
+        first, now = self._run("finding the next due job", "job_next_due", ["", *queues])
+        return (float(first) if first else None), float(now)
+
+    def job_next_due(self, queues: Sequence[str]) -> Timestamp | None:
+        return self._next_due_and_now(queues)[0] if queues else None
+
+    def job_wait(self, params: WaitParams) -> None:
+        """Subscribe to the queues' wake-up channels, then return at once if a job is
+        due; else wait until the next run_at (the earliest pending one, or one a wake-up
+        announces) or the timeout, whichever is first.
+
+        The subscription lasts only as long as the wait, so the server never buffers
+        wake-ups for a worker that is busy running jobs."""
+        deadline = time.monotonic() + params.timeout
+        if not params.queues:
+            time.sleep(max(0.0, params.timeout))
+            return
+        channels = {keys.wake_channel(self._prefix, q) for q in params.queues}
+        pubsub = self._pubsub()
+        try:
+            with _translate("waiting for jobs"):
+                self._subscribe(pubsub, channels)
+                try:
+                    next_due, now = self._next_due_and_now(params.queues)
+                    offset = now - time.monotonic()  # server clock - this host's monotonic
+                    if next_due is not None:
+                        deadline = min(deadline, next_due - offset)
+                    self._listen(pubsub, channels, deadline, offset)
+                finally:
+                    pubsub.unsubscribe()  # type: ignore[no-untyped-call]
+        except StoreError:
+            self._drop_pubsub(pubsub)
+            raise
+
+    def _pubsub(self) -> PubSub:
+        """This thread's pub/sub connection: made on its first wait, and made again when
+        the last one was closed meanwhile (e.g. by a server restart)."""
+        pubsub: PubSub | None = getattr(self._local, "pubsub", None)
+        if pubsub is not None and not self._healthy(pubsub):
+            self._drop_pubsub(pubsub)
+            pubsub = None
+        if pubsub is None:
+            pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
+            self._local.pubsub = pubsub
+            with self._pubsubs_lock:
+                self._pubsubs.append(pubsub)
+        return pubsub
+
+    @staticmethod
+    def _healthy(pubsub: PubSub) -> bool:
+        """Between two waits nothing but the last wait's leftovers may arrive: read them;
+        anything readable after that is the server closing the connection."""
+        try:
+            while pubsub.get_message(timeout=0.0) is not None:
+                pass
+            connection = pubsub.connection
+            return connection is None or not connection.can_read(timeout=0)
+        except (redis.RedisError, OSError):
+            return False
+
+    def _drop_pubsub(self, pubsub: PubSub) -> None:
+        """Forget a pub/sub connection that failed; the next wait makes a new one."""
+        self._local.pubsub = None
+        with self._pubsubs_lock:
+            if pubsub in self._pubsubs:
+                self._pubsubs.remove(pubsub)
+        with suppress(redis.RedisError, OSError):
+            pubsub.close()
+
+    @staticmethod
+    def _subscribe(pubsub: PubSub, channels: set[str]) -> None:
+        """Subscribe and read up to the server's confirmations, so that the due check
+        that follows misses no wake-up. What came before them (wake-ups from before this
+        wait, the last wait's unsubscribe) is skipped: the due check covers it."""
+        pubsub.subscribe(*sorted(channels))
+        unconfirmed = set(channels)
+        deadline = time.monotonic() + SUBSCRIBE_TIMEOUT
+        while unconfirmed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise StoreUnavailable(
+                    f"Redis did not confirm a SUBSCRIBE within {SUBSCRIBE_TIMEOUT} s"
+                )
+            message = pubsub.get_message(timeout=remaining)
+            if message is not None and message["type"] == "subscribe":
+                unconfirmed.discard(message["channel"])
+
+    @staticmethod
+    def _listen(pubsub: PubSub, channels: set[str], deadline: float, offset: float) -> None:
+        """Wait until ``deadline`` (monotonic), or until a wake-up's job is due; a wake-up
+        for a later job moves the deadline earlier if it is due before it."""
+        while (remaining := deadline - time.monotonic()) > 0:
+            message = pubsub.get_message(timeout=remaining)
+            if message is None or message["type"] != "message":
+                continue
+            if message["channel"] not in channels:
+                continue
+            try:
+                due = float(message["data"]) - offset
+            except ValueError:
+                return  # not one of ours: returning early is always allowed
+            deadline = min(deadline, due)
+
+    # -- statistics ------------------------------------------------------------------
+
+    def queue_stats(self, *, now: Timestamp | None = None) -> list[QueueStats]:
+        server_now, rows = self._run("reading queue stats", "queue_stats", [_now_arg(now)])
+        t = float(server_now)
+        return sorted((self._queue_stats(row, t) for row in rows), key=lambda s: s.queue)
+
+    @staticmethod
+    def _queue_stats(row: Sequence[Any], now: float) -> QueueStats:
+        queue, pending, running, done, dead, cancelled, due, oldest, recent = row
+        return QueueStats(
+            queue=queue,
+            due=int(due),
+            scheduled=int(pending) - int(due),
+            running=int(running),
+            done=int(done),
+            dead=int(dead),
+            cancelled=int(cancelled),
+            oldest_due_age=now - float(oldest) if oldest else None,
+            done_last_minute=int(recent),
+        )

@@ -1,0 +1,202 @@
+"""SQLite schema migrations: the schema a store reaches equals the one its migration files
+describe, from any earlier version; migrating is idempotent, refuses a newer schema, and
+is safe when several processes open a new file at once."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from contextlib import closing
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from crawlq.exceptions import ConfigurationError
+from crawlq.jobs import JobSpec
+from crawlq.stores import open_store
+from crawlq.stores._sqlfile import load_queries, split_statements
+from crawlq.stores.base import JobFilter, Store
+from crawlq.stores.sqlite.store import SQLiteStore
+
+Schema = list[tuple[str, str, str, str]]
+
+
+def migration_files() -> list[tuple[int, str, str]]:
+    """(version, file name, SQL) of every shipped migration, in version order."""
+    folder = resources.files("crawlq.stores.sqlite.migrations")
+    found = [
+        (int(f.name.split("_", 1)[0]), f.name, f.read_text(encoding="utf-8"))
+        for f in folder.iterdir()
+        if f.name.endswith(".sql")
+    ]
+    return sorted(found)
+
+
+def url(path: Path) -> str:
+    return "sqlite:///" + str(path)
+
+
+def schema(path: Path) -> Schema:
+    """Every table, index and trigger of the file, apart from SQLite's own bookkeeping."""
+    with closing(sqlite3.connect(path)) as conn:
+        rows = conn.execute(
+            "SELECT type, name, tbl_name, sql FROM sqlite_master "
+            "WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name"
+        ).fetchall()
+    return [(t, n, tbl, " ".join((sql or "").split())) for t, n, tbl, sql in rows]
+
+
+def applied(path: Path) -> list[tuple[int, str]]:
+    with closing(sqlite3.connect(path)) as conn:
+        return conn.execute(
+            "SELECT version, name FROM crawlq_migrations ORDER BY version"
+        ).fetchall()
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "jobs.db"
+
+
+@pytest.fixture
+def fresh_schema(tmp_path: Path) -> Iterator[Schema]:
+    """The schema of a store opened on an empty file."""
+    path = tmp_path / "fresh.db"
+    store = open_store(url(path))
+    store.close()
+    yield schema(path)
+
+
+def test_migration_files_are_numbered_from_one_without_gaps() -> None:
+    versions = [version for version, _, _ in migration_files()]
+    assert versions == list(range(1, len(versions) + 1))
+
+
+def test_a_fresh_store_has_exactly_the_schema_of_its_migration_files(
+    tmp_path: Path, fresh_schema: Schema
+) -> None:
+    by_hand = tmp_path / "by_hand.db"
+    with closing(sqlite3.connect(by_hand)) as conn:
+        for _, _, sql in migration_files():
+            for statement in split_statements(sql):
+                conn.execute(statement)
+        conn.commit()
+    expected = [row for row in fresh_schema if row[1] != "crawlq_migrations"]
+    assert schema(by_hand) == expected
+    assert any(row[1] == "crawlq_migrations" for row in fresh_schema)
+
+
+@pytest.mark.parametrize("done", range(len(migration_files()) + 1))
+def test_every_earlier_version_migrates_to_the_fresh_schema(
+    db: Path, fresh_schema: Schema, done: int
+) -> None:
+    """A file left at version ``done`` by an older crawlq reaches today's schema."""
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute(load_queries("crawlq.stores.sqlite")["migrations_create"])
+        for version, name, sql in migration_files()[:done]:
+            for statement in split_statements(sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO crawlq_migrations VALUES (?, ?, 0)", (version, name))
+        conn.commit()
+    open_store(url(db)).close()
+    assert schema(db) == fresh_schema
+    assert applied(db) == [(version, name) for version, name, _ in migration_files()]
+
+
+def test_opening_twice_applies_nothing_again(db: Path) -> None:
+    store = open_store(url(db))
+    [scheduled] = store.job_schedule([JobSpec(queue="q", task="t", key="k")])
+    store.close()
+    with closing(sqlite3.connect(db)) as conn:
+        first = conn.execute("SELECT * FROM crawlq_migrations ORDER BY version").fetchall()
+    assert [(v, n) for v, n, _ in first] == [(v, n) for v, n, _ in migration_files()]
+
+    again = open_store(url(db))
+    try:
+        assert isinstance(again, SQLiteStore)
+        assert again.migrate() == []
+        assert [j.id for j in again.job_list(JobFilter())] == [scheduled.job_id]
+    finally:
+        again.close()
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT * FROM crawlq_migrations ORDER BY version").fetchall() == first
+
+
+def _open_files(path: Path) -> list[str]:
+    fds = Path("/proc/self/fd")
+    found = []
+    for fd in fds.iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith(str(path)):
+            found.append(target)
+    return found
+
+
+def test_a_newer_schema_version_is_refused(db: Path) -> None:
+    open_store(url(db)).close()
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("INSERT INTO crawlq_migrations VALUES (9999, '9999_future.sql', 0)")
+        conn.commit()
+    before = schema(db)
+    with pytest.raises(ConfigurationError) as refused:
+        open_store(url(db))
+    message = str(refused.value)
+    assert "9999" in message and "newer" in message and str(db) in message
+    assert "upgrade crawlq" in message
+    assert schema(db) == before
+    if Path("/proc/self/fd").is_dir():
+        assert _open_files(db) == [], "a refused store keeps no file open"
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from crawlq.jobs import JobSpec
+    from crawlq.stores import open_store
+
+    url, go, name = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+    while not go.exists():
+        time.sleep(0.001)
+    store = open_store(url)
+    store.job_schedule([JobSpec(queue="q", task="t", key=name)])
+    store.close()
+    print("ok", name)
+    """
+)
+
+
+def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> None:
+    db = tmp_path / "jobs.db"
+    go = tmp_path / "go"
+    names = [f"p{i}" for i in range(6)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, url(db), str(go), name],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in names
+    ]
+    time.sleep(0.3)  # let every child import crawlq and reach the start line
+    go.touch()
+    outputs = [child.communicate(timeout=60) for child in children]
+    for child, (out, err) in zip(children, outputs, strict=True):
+        assert child.returncode == 0, err
+        assert out.startswith("ok"), (out, err)
+    assert applied(db) == [(version, name) for version, name, _ in migration_files()]
+    store: Store = open_store(url(db))
+    try:
+        assert sorted(j.key or "" for j in store.job_list(JobFilter())) == names
+    finally:
+        store.close()

@@ -1,0 +1,407 @@
+"""What only the PostgreSQL store has to prove: its query plans, SKIP LOCKED, NOTIFY,
+reconnection, schemas and migrations. Behaviour shared with the other stores is proven
+by the conformance suite in tests/stores."""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import crawlq
+from crawlq.jobs import JobSpec, JobState, Lease, Outcome
+from crawlq.stores.base import ClaimParams, Completion, Failure, JobFilter, Store, WaitParams
+from tests import servers
+
+psycopg = pytest.importorskip("psycopg")
+
+from crawlq.stores.postgres.store import PostgresStore, Q  # noqa: E402
+
+T0 = 1_000_000.0
+OpenPG = Callable[..., PostgresStore]
+
+
+@pytest.fixture
+def schema(tmp_path: Path) -> str:
+    return servers.isolated_name(tmp_path, "u_")
+
+
+@pytest.fixture
+def open_pg(schema: str) -> Iterator[OpenPG]:
+    """Open PostgresStore objects (on this test's schema unless told otherwise); all are
+    closed at teardown."""
+    opened: list[Store] = []
+
+    def open_one(schema_name: str = schema, options: str = "") -> PostgresStore:
+        store = crawlq.open_store(f"{servers.postgres().url}?schema={schema_name}{options}")
+        assert isinstance(store, PostgresStore)
+        opened.append(store)
+        return store
+
+    yield open_one
+    for store in opened:
+        store.close()
+
+
+@pytest.fixture
+def raw(schema: str) -> Iterator[Any]:
+    """A plain psycopg connection whose search_path is the test's schema."""
+    conn = psycopg.connect(servers.postgres().url, autocommit=True)
+    conn.execute(Q["session_setup"], {"schema": schema})
+    yield conn
+    conn.close()
+
+
+def spec(queue: str = "q", **fields: Any) -> JobSpec:
+    return JobSpec(queue=queue, task="t", **fields)
+
+
+def claim(store: Store, queues: tuple[str, ...] = ("q",), **fields: Any) -> list[crawlq.Job]:
+    return store.job_claim(ClaimParams(queues=queues, worker_id="w", **fields))
+
+
+# -- query plans -------------------------------------------------------------------------
+
+
+def _generic_plan(raw: Any, query: str, params: dict[str, Any]) -> dict[str, Any]:
+    """EXPLAIN the plan a prepared statement settles on (the generic one) for ``query``."""
+    names: list[str] = []
+
+    def placeholder(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    raw.execute("DEALLOCATE ALL")
+    raw.execute("PREPARE probe AS " + re.sub(r"%\((\w+)\)s", placeholder, query))
+    raw.execute("SET plan_cache_mode = force_generic_plan")
+    args = ", ".join(["%s"] * len(names))
+    cursor = psycopg.ClientCursor(raw)  # binds on the client: EXECUTE takes no $n
+    cursor.execute(f"EXPLAIN (FORMAT JSON) EXECUTE probe({args})", [params[n] for n in names])
+    plan = cursor.fetchone()[0][0]["Plan"]
+    raw.execute("RESET plan_cache_mode")
+    raw.execute("DEALLOCATE probe")
+    return dict(plan)
+
+
+def _nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _nodes(child)
+
+
+def _scans(plan: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """(node type, index) of every node that reads crawlq_jobs."""
+    return [
+        (n["Node Type"], n.get("Index Name"))
+        for n in _nodes(plan)
+        if n.get("Relation Name") == "crawlq_jobs"
+    ]
+
+
+@pytest.fixture
+def big(open_pg: OpenPG, raw: Any) -> PostgresStore:
+    """A store with 4,000 jobs in every state and several queues, analysed."""
+    store = open_pg()
+    for queue in ("a", "b", "c", "d"):
+        store.job_schedule(
+            [spec(queue, priority=i % 7, delay=(i % 3) * 50.0) for i in range(1000)], now=T0
+        )
+    for queue in ("a", "b"):
+        jobs = claim(store, (queue,), limit=200, now=T0)
+        store.job_complete([Completion(lease=j.lease) for j in jobs[:100]], now=T0)
+    raw.execute("ANALYZE")
+    return store
+
+
+@pytest.mark.parametrize("queues", [["a"], ["a", "c"]])
+def test_claim_reads_the_claim_index_in_order(
+    big: PostgresStore, raw: Any, queues: list[str]
+) -> None:
+    plan = _generic_plan(
+        raw, Q["job_claim"], {"queues": queues, "now": T0, "limit": 8, "worker_id": "w"}
+    )
+    scans = _scans(plan)
+    assert ("Index Scan", "crawlq_jobs_claim") in scans
+    assert all(kind != "Seq Scan" for kind, _ in scans), scans
+    for node in _nodes(plan):
+        if node["Node Type"] == "Sort":  # only the few candidates are sorted, never jobs
+            assert not _scans(node), node
+
+
+def test_reads_of_stats_due_times_and_leases_use_indexes(big: PostgresStore, raw: Any) -> None:
+    cases: dict[str, dict[str, Any]] = {
+        "queue_stats": {"now": T0},
+        "job_next_due": {"queues": ["a", "b"]},
+        "job_expire_leases": {"now": T0},
+        "job_prune": {"now": T0, "retention": 60.0},
+        "job_lock_live": {"queue": ["a"], "key": ["k"], "now": T0},
+        "job_get": {"id": 1},
+    }
+    for name, params in cases.items():
+        scans = _scans(_generic_plan(raw, Q[name], params))
+        assert scans and all(kind != "Seq Scan" for kind, _ in scans), (name, scans)
+
+
+# -- concurrency: SKIP LOCKED ------------------------------------------------------------
+
+
+def test_a_claim_skips_jobs_another_transaction_holds_instead_of_waiting(
+    open_pg: OpenPG, raw: Any
+) -> None:
+    store = open_pg()
+    first, second = (r.job_id for r in store.job_schedule([spec(), spec()], now=T0))
+    with raw.transaction():
+        raw.execute("SELECT id FROM crawlq_jobs WHERE id = %s FOR UPDATE", [first])
+        start = time.monotonic()
+        [job] = claim(store, now=T0)
+        assert job.id == second
+        assert claim(store, now=T0) == []
+        assert time.monotonic() - start < 1.0
+    assert [j.id for j in claim(store, now=T0)] == [first]
+
+
+def test_two_stores_claiming_from_threads_never_share_a_job(open_pg: OpenPG) -> None:
+    stores = [open_pg(), open_pg()]
+    stores[0].job_schedule([spec(args=[i]) for i in range(400)], now=T0)
+    claimed: list[list[int]] = [[] for _ in range(4)]
+    barrier = threading.Barrier(4)
+
+    def work(index: int) -> None:
+        store = stores[index % 2]
+        barrier.wait()
+        while jobs := claim(store, limit=5, now=T0):
+            claimed[index] += [j.id for j in jobs]
+            store.job_complete([Completion(lease=j.lease) for j in jobs], now=T0)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    everything = sorted(i for part in claimed for i in part)
+    assert everything == sorted(set(everything)) and len(everything) == 400
+    assert time.monotonic() - start < 20
+    [stats] = stores[1].queue_stats(now=T0)
+    assert (stats.due, stats.running, stats.done) == (0, 0, 400), "counters stay exact"
+
+
+# -- LISTEN/NOTIFY -----------------------------------------------------------------------
+
+
+def _wait_in_thread(store: Store, queues: list[str], timeout: float) -> Callable[[], float]:
+    """Start job_wait in a thread; returns a function giving the monotonic time it ended."""
+    ended: list[float] = []
+
+    def wait() -> None:
+        store.job_wait(WaitParams(queues=queues, timeout=timeout))
+        ended.append(time.monotonic())
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+
+    def result() -> float:
+        thread.join()
+        return ended[0]
+
+    return result
+
+
+def test_an_idle_wait_wakes_within_milliseconds_of_a_new_job(open_pg: OpenPG) -> None:
+    waiter, other = open_pg(), open_pg()
+    latencies = []
+    for queue in ("q", "r", "s"):
+        ended = _wait_in_thread(waiter, ["x", queue], timeout=10.0)
+        time.sleep(0.2)  # the waiter is listening by now
+        scheduled = time.monotonic()
+        other.job_schedule([spec(queue)])
+        latencies.append(ended() - scheduled)
+    assert sorted(latencies)[1] < 0.1, latencies
+    assert max(latencies) < 1.0, latencies
+
+
+def test_a_wait_ignores_other_queues_and_other_schemas(open_pg: OpenPG, schema: str) -> None:
+    waiter = open_pg()
+    elsewhere = open_pg(schema + "_x")
+    start = time.monotonic()
+    ended = _wait_in_thread(waiter, ["q"], timeout=0.5)
+    time.sleep(0.1)
+    waiter.job_schedule([spec("other")])
+    elsewhere.job_schedule([spec("q")])
+    assert ended() - start >= 0.45
+
+
+def test_a_wait_returns_at_once_when_work_is_due(open_pg: OpenPG) -> None:
+    store = open_pg()
+    store.job_schedule([spec(run_at=store.now() - 1)])
+    start = time.monotonic()
+    store.job_wait(WaitParams(queues=["q"], timeout=5.0))
+    assert time.monotonic() - start < 0.5
+
+
+# -- errors and reconnection ---------------------------------------------------------------
+
+
+def test_driver_errors_become_store_errors_with_the_cause_kept(open_pg: OpenPG) -> None:
+    store = open_pg()
+    with pytest.raises(crawlq.StoreError, match="PostgreSQL failed during scheduling") as err:
+        store.job_schedule([spec(priority=2**70)])
+    assert not isinstance(err.value, crawlq.StoreUnavailable)
+    assert isinstance(err.value.__cause__, psycopg.errors.NumericValueOutOfRange)
+    assert store.job_list(JobFilter()) == [], "the failed batch left nothing"
+    assert store.job_schedule([spec()])[0].outcome is Outcome.CREATED, "still usable"
+
+
+def test_an_unreachable_server_is_store_unavailable() -> None:
+    url = f"postgresql://postgres@127.0.0.1:{servers.free_port()}/postgres?pool_timeout=0.5"
+    with pytest.raises(crawlq.StoreUnavailable) as err:
+        crawlq.open_store(url)
+    assert isinstance(err.value.__cause__, psycopg.OperationalError)
+
+
+def test_the_same_store_works_again_after_a_server_restart(open_pg: OpenPG) -> None:
+    store, other = open_pg(), open_pg()
+    [created] = store.job_schedule([spec()], now=T0)
+    store.job_wait(WaitParams(queues=["nothing"], timeout=0.01))  # a listener, idle now
+    servers.postgres().restart()  # immediate: every connection is cut, no checkpoint
+    deadline = time.monotonic() + 10
+    failures = 0
+    while True:
+        try:
+            [job] = claim(store, now=T0)
+            break
+        except crawlq.StoreUnavailable:
+            failures += 1
+            assert time.monotonic() < deadline, "the store did not come back within 10 s"
+            time.sleep(0.2)
+    assert failures == 0, "the first call after the restart works: dead connections are replaced"
+    assert job.id == created.job_id, "a committed job survives the restart"
+    assert store.job_complete([Completion(lease=job.lease)], now=T0) == [True]
+    ended = _wait_in_thread(store, ["q"], timeout=10.0)
+    time.sleep(0.2)
+    scheduled = time.monotonic()
+    other.job_schedule([spec()])
+    assert ended() - scheduled < 2.0, "job_wait listens again"
+
+
+# -- schemas and migrations --------------------------------------------------------------
+
+
+def test_the_schema_option_isolates_stores_on_one_database(open_pg: OpenPG, schema: str) -> None:
+    a, b = open_pg(schema + "_a"), open_pg(schema + "_b")
+    a.job_schedule([spec(), spec()], now=T0)
+    [only_b] = b.job_schedule([spec("q2")], now=T0)
+    assert [s.queue for s in a.queue_stats(now=T0)] == ["q"]
+    assert [j.id for j in b.job_list(JobFilter())] == [only_b.job_id]
+    assert claim(b, ("q", "q2"), now=T0)[0].queue == "q2"
+    assert len(claim(a, limit=5, now=T0)) == 2
+
+
+@pytest.mark.parametrize(
+    "name", ["Crawlq", "1abc", "pg_jobs", "with-dash", "a.b", "x" * 64, "", "a;drop"]
+)
+def test_a_bad_schema_name_is_refused(name: str) -> None:
+    with pytest.raises(crawlq.ConfigurationError, match="schema"):
+        crawlq.open_store(f"{servers.postgres().url}?schema={name}")
+
+
+def test_concurrent_opens_migrate_once(open_pg: OpenPG, raw: Any) -> None:
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(5)
+
+    def open_one() -> None:
+        barrier.wait()
+        try:
+            open_pg()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert raw.execute("SELECT version, name FROM crawlq_migrations").fetchall() == [
+        (1, "0001_initial.sql")
+    ]
+
+
+def test_a_schema_from_a_newer_crawlq_is_refused(open_pg: OpenPG, raw: Any) -> None:
+    open_pg()
+    raw.execute("INSERT INTO crawlq_migrations VALUES (999, '0999_future.sql', 0)")
+    with pytest.raises(crawlq.ConfigurationError, match="version 999, newer"):
+        open_pg()
+
+
+def test_url_options_reach_the_settings_and_libpq(open_pg: OpenPG, raw: Any) -> None:
+    store = open_pg(options="&pool_size=3&pool_timeout=2.5&application_name=crawlq_probe")
+    assert (store.settings.pool_size, store.settings.pool_timeout) == (3, 2.5)
+    names = raw.execute("SELECT application_name FROM pg_stat_activity").fetchall()
+    assert ("crawlq_probe",) in names
+    with pytest.raises(crawlq.ConfigurationError, match="shema"):
+        open_pg(options="&shema=x")
+
+
+def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(crawlq.ConfigurationError, match=r"pip install 'crawlq\[postgres\]'"):
+        crawlq.open_store("postgresql://nobody@127.0.0.1:1/none")
+
+
+# -- batches behave as if applied one by one (as the SQLite store does) ------------------
+
+
+def _interacting_batches(store: Store) -> dict[str, Any]:
+    """Batches whose items interact; returns everything observable."""
+    [a, _] = (r.job_id for r in store.job_schedule([spec(key="a"), spec(key="b")], now=T0))
+    ja, jb = claim(store, limit=2, now=T0)
+    # A child of the first completion names the key of the second, still running job: it
+    # is remembered for it, and becomes a job when the second completes.
+    child = spec(key=jb.key, args=["child"], delay=5)
+    completed = store.job_complete(
+        [Completion(lease=ja.lease, children=[child]), Completion(lease=jb.lease)], now=T0 + 1
+    )
+    store.job_schedule([spec(key="c")], now=T0 + 2)
+    [jc] = claim(store, limit=1, now=T0 + 2)
+    failed = store.job_fail(  # the second failure of the same lease finds it stale
+        [
+            Failure(lease=jc.lease, error="x", retry_delay=None),
+            Failure(lease=jc.lease, error="z", retry_delay=1),
+        ],
+        now=T0 + 3,
+    )
+    heartbeats = store.job_heartbeat([Lease(a, "nope"), jc.lease, jc.lease], now=T0 + 4)
+    jobs = [
+        (j.queue, j.key, j.args, j.state, j.run_at, j.last_error, j.created_at)
+        for j in store.job_list(JobFilter())
+    ]
+    return {"completed": completed, "failed": failed, "heartbeats": heartbeats, "jobs": jobs}
+
+
+def test_batches_behave_as_on_sqlite(open_pg: OpenPG, tmp_path: Path) -> None:
+    sqlite = crawlq.open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
+    try:
+        expected = _interacting_batches(sqlite)
+    finally:
+        sqlite.close()
+    got = _interacting_batches(open_pg())
+    assert got == expected
+    assert got["jobs"][2][1:4] == ("b", ["child"], JobState.PENDING), "the child waited for b"
+
+
+def test_a_nul_in_an_error_message_is_shown_escaped(open_pg: OpenPG) -> None:
+    """PostgreSQL text cannot hold NUL; a traceback with one must still be recorded."""
+    store = open_pg()
+    store.job_schedule([spec()], now=T0)
+    [job] = claim(store, now=T0)
+    failure = Failure(lease=job.lease, error="bad byte \x00 here", retry_delay=None)
+    assert store.job_fail([failure], now=T0) == [True]
+    assert store.job_list(JobFilter())[0].last_error == "bad byte \\x00 here"

@@ -1,0 +1,394 @@
+"""What only the Redis store has to prove: server settings, prefixes, restarts, wake-ups,
+error translation and its key layout. Behaviour shared with every store is proven by the
+conformance suite in tests/stores."""
+
+from __future__ import annotations
+
+import logging
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from string import Formatter
+from typing import Any, TypeVar
+
+import pytest
+
+import crawlq
+from crawlq.jobs import JobSpec, JobState
+from crawlq.stores import open_store
+from crawlq.stores.base import ClaimParams, Completion, JobFilter, Store, WaitParams
+from tests import servers
+
+redis = pytest.importorskip("redis")
+from crawlq.stores.redis.store import RedisStore  # noqa: E402  (needs redis)
+
+T = TypeVar("T")
+
+
+def spec(queue: str = "q", **fields: Any) -> JobSpec:
+    return JobSpec(queue=queue, task="t", **fields)
+
+
+def open_on(url: str, prefix: str, *options: str) -> Store:
+    return open_store(f"{url}?prefix={prefix}" + "".join(f"&{o}" for o in options))
+
+
+@pytest.fixture
+def server() -> servers.PrivateRedis:
+    return servers.redis()
+
+
+@pytest.fixture
+def prefix(tmp_path: Path) -> str:
+    return servers.isolated_name(tmp_path, "u")
+
+
+@contextmanager
+def throwaway_redis(*options: str) -> Iterator[str]:
+    """A redis-server of this test's own, started with ``options``; yields its URL."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        servers.unavailable("Redis", "apt-get install redis-server")
+    assert binary is not None
+    port = servers.free_port()
+    with tempfile.TemporaryDirectory(prefix="crawlq-redis-") as directory:
+        argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", directory]
+        proc = subprocess.Popen(
+            [*argv, "--daemonize", "no", *options],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            servers.wait_for_port(port, 30)
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            proc.kill()
+            proc.wait(30)
+
+
+# -- server settings ---------------------------------------------------------------------
+
+
+def test_an_evicting_server_is_refused() -> None:
+    with throwaway_redis("--maxmemory-policy", "allkeys-lru", "--appendonly", "yes") as url:
+        with pytest.raises(crawlq.ConfigurationError) as err:
+            open_on(url, "p")
+    message = str(err.value)
+    assert "maxmemory-policy allkeys-lru" in message
+    assert "CONFIG SET maxmemory-policy noeviction" in message and "redis.conf" in message
+
+
+def test_a_server_that_persists_nothing_is_reported_or_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with throwaway_redis("--appendonly", "no", "--save", "") as url:
+        with caplog.at_level(logging.WARNING, logger="crawlq.stores.redis"):
+            open_on(url, "p").close()
+        [record] = caplog.records
+        assert record.levelno == logging.WARNING
+        assert "persists nothing" in record.getMessage()
+        assert "appendonly yes" in record.getMessage()
+        with pytest.raises(crawlq.ConfigurationError, match="appendonly yes"):
+            open_on(url, "p", "require_persistence=1")
+
+
+def test_snapshots_only_are_reported_and_append_only_is_quiet(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with throwaway_redis("--appendonly", "no", "--save", "3600 1") as url:
+        with caplog.at_level(logging.WARNING, logger="crawlq.stores.redis"):
+            open_on(url, "p", "require_persistence=1").close()
+        assert "snapshots only" in caplog.text
+        caplog.clear()
+        redis.Redis.from_url(url).config_set("appendonly", "yes")
+        with caplog.at_level(logging.WARNING, logger="crawlq.stores.redis"):
+            open_on(url, "p", "require_persistence=1").close()
+        assert caplog.records == []
+
+
+def test_a_server_without_config_is_reported_as_unchecked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with throwaway_redis("--rename-command", "CONFIG", "") as url:
+        with caplog.at_level(logging.WARNING, logger="crawlq.stores.redis"):
+            store = open_on(url, "p")
+        assert "could not check" in caplog.text and "noeviction" in caplog.text
+        [result] = store.job_schedule([spec()])
+        assert store.job_get(result.job_id) is not None
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "match"),
+    [
+        ("prefix=p&colour=blue", "unknown Redis store option"),
+        ("prefix=", "prefix"),
+        ("require_persistence=maybe", "yes/no"),
+        ("socket_timeout=soon", "number of seconds"),
+    ],
+)
+def test_bad_url_options_are_refused(server: servers.PrivateRedis, query: str, match: str) -> None:
+    with pytest.raises(crawlq.ConfigurationError, match=match):
+        open_store(f"{server.url}?{query}")
+
+
+def test_a_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)
+    monkeypatch.delitem(sys.modules, "crawlq.stores.redis.store")
+    with pytest.raises(crawlq.ConfigurationError, match=r"pip install 'crawlq\[redis\]'"):
+        open_store("redis://127.0.0.1:1/0")
+
+
+# -- prefixes ----------------------------------------------------------------------------
+
+
+def test_prefixes_isolate_two_stores_on_one_server(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    a = open_on(server.url, prefix + "a")
+    b = open_on(server.url, prefix + "b")
+    [made] = a.job_schedule([spec(key="k")])
+    assert b.job_list(JobFilter()) == [] and b.queue_stats() == []
+    assert b.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=5)) == []
+    [other] = b.job_schedule([spec(key="k")])
+    assert other.outcome is crawlq.Outcome.CREATED, "keys are unique per prefix"
+    assert [j.id for j in a.job_list(JobFilter())] == [made.job_id]
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    names = list(client.scan_iter(match=f"{prefix}a*"))
+    assert names and all(n.startswith(f"{prefix}a:") for n in names)
+    a.close()
+    b.close()
+
+
+def _template_regex(template: str, prefix: str) -> re.Pattern[str]:
+    parts = [
+        re.escape(literal) + ("" if name is None else re.escape(prefix) if name == "p" else ".+")
+        for literal, name, _, _ in Formatter().parse(template)
+    ]
+    return re.compile("^" + "".join(parts) + "$")
+
+
+def test_every_key_follows_the_documented_layout(server: servers.PrivateRedis, prefix: str) -> None:
+    """Run every operation, then check each key against keys.TEMPLATES."""
+    from crawlq.stores.redis import keys
+
+    store = open_on(server.url, prefix)
+    store.job_schedule([spec(key="a:b", priority=-2), spec("q:p:1", priority=7), spec()])
+    jobs = store.job_claim(ClaimParams(queues=["q", "q:p:1"], worker_id="w", limit=3))
+    store.job_schedule([spec(key="a:b", delay=5)])
+    store.job_complete([Completion(lease=jobs[0].lease, children=[spec("kids")])])
+    store.job_cancel([jobs[1].id])
+    store.job_schedule([spec("q:p:1", priority=7, delay=60)])
+    regexes = [_template_regex(t, prefix) for t in keys.TEMPLATES.values()]
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    names = sorted(client.scan_iter(match=f"{prefix}:*"))
+    assert len(names) > 10
+    assert [n for n in names if not any(r.match(n) for r in regexes)] == []
+    assert keys.key("level", prefix, queue="q:p:1", priority=7) in names
+    store.close()
+
+
+def test_every_script_opens_with_its_header() -> None:
+    from importlib import resources
+
+    from crawlq.stores.redis.store import SCRIPTS
+
+    folder = resources.files("crawlq.stores.redis").joinpath("scripts")
+    for name in SCRIPTS:
+        head = folder.joinpath(f"{name}.lua").read_text().split("\n\n")[0:3]
+        text = "\n".join(head)
+        assert text.startswith(f"-- {name}.lua: "), name
+        for part in ("-- KEYS:", "-- ARGV:", "-- Returns:", "-- Touches:"):
+            assert part in text, (name, part)
+
+
+# -- restarts and errors -----------------------------------------------------------------
+
+
+def _until_available(call: Callable[[], T], timeout: float = 10.0) -> T:
+    """Call until the store answers instead of raising StoreUnavailable."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except crawlq.StoreUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def test_the_same_store_works_after_a_server_restart(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    store = open_on(server.url, prefix)
+    assert isinstance(store, RedisStore)
+    claim_script = store._scripts["job_claim"].sha
+    store.job_schedule([spec(args=[i]) for i in range(300)])
+    claimed = store.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=40))
+    assert store.job_complete([Completion(lease=j.lease, result=j.id) for j in claimed[:20]])
+    before = store.job_list(JobFilter())
+    store.job_wait(WaitParams(queues=["q"], timeout=1.0))  # opens a pub/sub connection
+
+    server.restart()  # SIGKILL, then start again from the append-only file
+    client = redis.Redis.from_url(server.url)
+    started = time.monotonic()
+    after = _until_available(lambda: store.job_list(JobFilter()))
+    assert time.monotonic() - started < 10
+    assert after == before, "no acknowledged change is lost"
+    assert client.script_exists(claim_script) == [False], "the restart forgot the scripts"
+
+    leases = [Completion(lease=j.lease) for j in claimed[20:]]
+    assert store.job_complete(leases) == [True] * 20, "leases survive the restart"
+    rest = store.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=500))
+    assert len(rest) == 260 and client.script_exists(claim_script) == [True]
+    store.job_wait(WaitParams(queues=["q"], timeout=0.05))  # a fresh pub/sub connection
+    stats = store.queue_stats()[0]
+    assert (stats.running, stats.done, stats.due) == (260, 40, 0)
+    store.close()
+
+
+def test_driver_errors_become_store_errors_with_their_cause(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    with pytest.raises(crawlq.StoreUnavailable) as unreachable:
+        open_store(f"redis://127.0.0.1:{servers.free_port()}/0")
+    assert isinstance(unreachable.value.__cause__, redis.ConnectionError)
+
+    store = open_on(server.url, prefix)
+    redis.Redis.from_url(server.url).hset(f"{prefix}:ids", "not", "a counter")
+    with pytest.raises(crawlq.StoreError) as failed:
+        store.job_schedule([spec()])
+    assert isinstance(failed.value.__cause__, redis.ResponseError)
+    assert not isinstance(failed.value, crawlq.StoreUnavailable)
+    store.close()
+
+    with throwaway_redis("--appendonly", "yes") as url:
+        store = open_on(url, "p")
+        assert store.job_schedule([spec()])
+    with pytest.raises(crawlq.StoreUnavailable) as gone:
+        store.job_claim(ClaimParams(queues=["q"], worker_id="w"))
+    assert isinstance(gone.value.__cause__, redis.ConnectionError)
+    with pytest.raises(crawlq.StoreUnavailable):
+        store.job_wait(WaitParams(queues=["q"], timeout=1.0))
+    store.close()
+
+
+# -- waiting -----------------------------------------------------------------------------
+
+
+def _wait_in_thread(store: Store, timeout: float) -> tuple[threading.Thread, list[float]]:
+    """Start ``store.job_wait`` in a thread; the list gets the monotonic time it returned."""
+    returned: list[float] = []
+
+    def wait() -> None:
+        store.job_wait(WaitParams(queues=["other", "q"], timeout=timeout))
+        returned.append(time.monotonic())
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    time.sleep(0.2)
+    assert returned == [], "nothing was due: the wait must not return early"
+    return thread, returned
+
+
+def test_an_idle_wait_wakes_up_soon_after_another_store_schedules(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    waiting, scheduling = open_on(server.url, prefix), open_on(server.url, prefix)
+    for _ in range(3):
+        thread, returned = _wait_in_thread(waiting, 10.0)
+        scheduling.job_schedule([spec()])
+        sent = time.monotonic()
+        thread.join(5)
+        assert returned and returned[0] - sent < 0.1
+        assert waiting.job_claim(ClaimParams(queues=["q"], worker_id="w"))
+    waiting.close()
+    scheduling.close()
+
+
+def test_a_job_scheduled_for_later_wakes_the_wait_when_it_is_due(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    waiting, scheduling = open_on(server.url, prefix), open_on(server.url, prefix)
+    thread, returned = _wait_in_thread(waiting, 10.0)
+    scheduling.job_schedule([spec(delay=3600)])
+    time.sleep(0.2)
+    assert returned == [], "a job due in an hour is no reason to wake up now"
+    scheduling.job_schedule([spec(delay=0.3)])
+    sent = time.monotonic()
+    thread.join(5)
+    assert returned and 0.25 <= returned[0] - sent < 1.0
+    waiting.close()
+    scheduling.close()
+
+
+def test_a_wait_returns_at_once_when_work_is_due(server: servers.PrivateRedis, prefix: str) -> None:
+    store = open_on(server.url, prefix)
+    store.job_schedule([spec()])
+    started = time.monotonic()
+    store.job_wait(WaitParams(queues=["q"], timeout=5.0))
+    assert time.monotonic() - started < 0.1
+    [job] = store.job_claim(ClaimParams(queues=["q"], worker_id="w"))
+    assert job.state is JobState.RUNNING
+    started = time.monotonic()
+    store.job_wait(WaitParams(queues=["q"], timeout=0.3))
+    assert time.monotonic() - started >= 0.25, "a running job is not work to wait for"
+    store.close()
+
+
+def test_a_long_wait_outlasts_the_socket_timeout(server: servers.PrivateRedis, prefix: str) -> None:
+    store = open_on(server.url, prefix, "socket_timeout=0.2")
+    started = time.monotonic()
+    store.job_wait(WaitParams(queues=["q"], timeout=0.6))
+    assert time.monotonic() - started >= 0.55
+    store.close()
+
+
+# -- what the scripts compare ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "outcome"),
+    [
+        ([1, {"a": 2.0}], [1.0, {"a": 2}], crawlq.Outcome.UNCHANGED),
+        ([True], [1], crawlq.Outcome.UNCHANGED),
+        ([{"a": 1, "b": 2}], [{"b": 2, "a": 1}], crawlq.Outcome.UNCHANGED),
+        ([None, "x"], [None, "x"], crawlq.Outcome.UNCHANGED),
+        ([[1, 2]], [(1, 2)], crawlq.Outcome.UPDATED),
+        ([(1, 2)], [(1, 2)], crawlq.Outcome.UPDATED),
+        ([1], [2], crawlq.Outcome.UPDATED),
+        (["1"], [1], crawlq.Outcome.UPDATED),
+        ([None], [0], crawlq.Outcome.UPDATED),
+        ([[1, 2]], [[2, 1]], crawlq.Outcome.UPDATED),
+        ([{"a": 1}], [{"a": 1, "b": None}], crawlq.Outcome.UPDATED),
+        ([2**60], [2**60 + 1], crawlq.Outcome.UPDATED),
+    ],
+)
+def test_on_conflict_compares_arguments_as_the_sqlite_store_does(
+    server: servers.PrivateRedis,
+    prefix: str,
+    tmp_path: Path,
+    first: list[object],
+    second: list[object],
+    outcome: crawlq.Outcome,
+) -> None:
+    """The scripts compare digests of the arguments: they must agree with the Python
+    equality that crawlq.stores.conflict.merge, and so the SQLite store, applies to a
+    stored (JSON) request and a new one."""
+    answers = []
+    for store in (open_on(server.url, prefix), open_store(f"sqlite:///{tmp_path / 'jobs.db'}")):
+        [created] = store.job_schedule([spec(key="k", args=first, delay=5)], now=1000.0)
+        [again] = store.job_schedule([spec(key="k", args=second, delay=5)], now=1000.0)
+        job = store.job_get(created.job_id)
+        assert job is not None and again.job_id == created.job_id
+        answers.append((again.outcome, job.args))
+        store.close()
+    assert answers[0] == answers[1]
+    assert answers[0][0] is outcome
