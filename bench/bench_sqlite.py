@@ -20,6 +20,7 @@ import math
 import multiprocessing as mp
 import os
 import platform
+import resource
 import shutil
 import signal
 import sqlite3
@@ -92,10 +93,14 @@ class Figure:
     label: str
     unit: str
     values: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    """CPU microseconds per job of the processes doing the work, when measured."""
     note: str = ""
 
-    def add(self, value: float) -> None:
+    def add(self, value: float, cpu: float | None = None) -> None:
         self.values.append(value)
+        if cpu is not None:
+            self.cpu.append(cpu)
 
     @property
     def median(self) -> float:
@@ -106,13 +111,27 @@ class Results:
     def __init__(self) -> None:
         self.figures: dict[str, Figure] = {}
 
-    def add(self, key: str, label: str, unit: str, value: float, note: str = "") -> None:
-        fig = self.figures.setdefault(key, Figure(key, label, unit, note=note))
-        fig.add(value)
+    def add(self, key: str, label: str, unit: str, value: float, cpu: float | None = None) -> None:
+        fig = self.figures.setdefault(key, Figure(key, label, unit))
+        fig.add(value, cpu)
 
     def median(self, key: str) -> float | None:
         fig = self.figures.get(key)
         return fig.median if fig and fig.values else None
+
+    def cpu_median(self, key: str) -> float | None:
+        fig = self.figures.get(key)
+        return statistics.median(fig.cpu) if fig and fig.cpu else None
+
+
+Rate = tuple[float, float | None]
+"""jobs/s, and CPU microseconds per job (None when not measured)."""
+
+
+def children_cpu() -> float:
+    """CPU seconds of all waited-for child processes so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def fmt(value: float, unit: str) -> str:
@@ -144,6 +163,58 @@ def filesystem_of(path: str) -> str:
         return out.split()[1]
     except (OSError, subprocess.CalledProcessError, IndexError):
         return "unknown"
+
+
+def cpu_busy(interval: float = 0.5) -> float | None:
+    """Fraction of all cores busy during ``interval`` (from /proc/stat), or None."""
+
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+        return idle, sum(fields)
+
+    try:
+        idle0, total0 = sample()
+        time.sleep(interval)
+        idle1, total1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    total = total1 - total0
+    return None if total <= 0 else 1.0 - (idle1 - idle0) / total
+
+
+class QuietGate:
+    """Before each measurement, wait (up to ``patience`` s) until other processes leave
+    the machine nearly idle, so that a test suite running next door skews less."""
+
+    def __init__(self, threshold: float = 0.15, patience: float = 15.0) -> None:
+        self.threshold = threshold
+        self.patience = patience
+        self.steps = 0
+        self.busy: list[float] = []
+        self.waited = 0.0
+
+    def wait(self) -> None:
+        self.steps += 1
+        start = time.perf_counter()
+        while True:
+            busy = cpu_busy()
+            if busy is None or busy < self.threshold:
+                break
+            if time.perf_counter() - start > self.patience:
+                self.busy.append(busy)
+                break
+        self.waited += time.perf_counter() - start
+
+    def describe(self) -> str:
+        text = (
+            f"before each measurement the script waited up to {self.patience:.0f} s for other "
+            f"processes to use under {self.threshold:.0%} of all cores; "
+            f"{len(self.busy)} of {self.steps} measurements started with the machine busy"
+        )
+        if self.busy:
+            text += f" (others using {statistics.mean(self.busy):.0%} of all cores on average)"
+        return text
 
 
 def crawlq_version() -> str:
@@ -192,10 +263,11 @@ class Bench:
         (tmp / "benchtasks.py").write_text(TASKS_MODULE)
         (tmp / "bench_runner.py").write_text(RUNNER.format(concurrency=CONCURRENCY))
         sys.path.insert(0, str(tmp))
-        import benchtasks
+        import benchtasks  # type: ignore[import-not-found]
 
         self.tasks_module: Any = benchtasks
         self.worker_kind = "runner"
+        self.gate = QuietGate()
 
     # files and apps
 
@@ -288,53 +360,59 @@ class Bench:
 
     # 1. schedule, one call per job
 
-    def schedule_single(self) -> float:
+    def schedule_single(self) -> Rate:
         app = self.app(self.fresh_db("schedule-single"))
         noop = app.tasks[NOOP]
         n = self.n
-        t0 = time.perf_counter()
+        self.gate.wait()
+        c0, t0 = time.process_time(), time.perf_counter()
         for i in range(n):
             noop.schedule(i)
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         app.close()
-        return n / elapsed
+        return n / elapsed, cpu / n * 1e6
 
     # 2. schedule in batches
 
-    def schedule_batch(self) -> float:
+    def schedule_batch(self) -> Rate:
         app = self.app(self.fresh_db("schedule-batch"))
         noop = app.tasks[NOOP]
         n = self.n
-        t0 = time.perf_counter()
+        self.gate.wait()
+        c0, t0 = time.process_time(), time.perf_counter()
         for start in range(0, n, SCHEDULE_BATCH):
             app.schedule_many(noop.spec(i) for i in range(start, min(n, start + SCHEDULE_BATCH)))
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         app.close()
-        return n / elapsed
+        return n / elapsed, cpu / n * 1e6
 
     # 3. drain
 
-    def worker_startup(self) -> float:
-        """Seconds a burst worker process takes to start and exit on an empty queue."""
+    def worker_startup(self) -> tuple[float, float]:
+        """Seconds (wall, CPU) a burst worker process takes to start and exit on an empty
+        queue."""
         path = self.fresh_db("startup")
         self.app(path).close()
-        t0 = time.perf_counter()
+        self.gate.wait()
+        c0, t0 = children_cpu(), time.perf_counter()
         proc = self.start_worker(path, burst=True, tag="startup")
         rc = proc.wait(timeout=120)
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, children_cpu() - c0
         if rc != 0:
             raise RuntimeError(f"worker exited with {rc}:\n{self.worker_log('startup')}")
-        return elapsed
+        return elapsed, cpu
 
-    def drain(self, processes: int) -> tuple[float, float]:
-        """N queued no-op jobs, ``processes`` burst workers; returns (jobs/s until the
-        store shows all done, jobs/s until every worker exited)."""
+    def drain(self, processes: int) -> tuple[float, float, float]:
+        """N queued no-op jobs, ``processes`` burst workers; returns jobs/s until the
+        store shows all done, jobs/s until every worker exited, and the workers' CPU
+        microseconds per job (their start-up included)."""
         path = self.fresh_db(f"drain{processes}")
         n = self.n
         self.fill(path, n)
         app = self.app(path)
         tag = f"drain{processes}-{self.counter}"
-        t0 = time.perf_counter()
+        self.gate.wait()
+        c0, t0 = children_cpu(), time.perf_counter()
         procs = [self.start_worker(path, burst=True, tag=tag) for _ in range(processes)]
         t_done = None
         deadline = t0 + max(600.0, n / 50)
@@ -359,7 +437,8 @@ class Bench:
                 f"drain with {processes} workers: {done}/{n} done, exit codes "
                 f"{[p.returncode for p in procs]}:\n{self.worker_log(tag)}"
             )
-        return n / (t_done - t0), n / (t_exit - t0)
+        cpu = children_cpu() - c0
+        return n / (t_done - t0), n / (t_exit - t0), cpu / n * 1e6
 
     # 4. latency
 
@@ -372,6 +451,7 @@ class Bench:
         app = self.app(path)
         task = app.tasks[LATENCY]
         tag = f"latency-{self.counter}"
+        self.gate.wait()
         proc = self.start_worker(path, burst=False, tag=tag)
         try:
             warm = task.schedule(-1).job_id  # wait until the worker is up and idle
@@ -504,10 +584,10 @@ def raw_fill(path: str, table: str, n: int) -> None:
     conn.close()
 
 
-def raw_insert_rate(path: str, table: str, n: int, batch: int) -> float:
+def raw_insert_rate(path: str, table: str, n: int, batch: int) -> Rate:
     conn = raw_connect(path)
     sql = RAW_INSERT.format(table=table)
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     for start in range(0, n, batch):
         now = time.time()
         rows = [
@@ -520,9 +600,9 @@ def raw_insert_rate(path: str, table: str, n: int, batch: int) -> float:
         else:
             conn.executemany(sql, rows)
         conn.execute("COMMIT")
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     conn.close()
-    return n / elapsed
+    return n / elapsed, cpu / n * 1e6
 
 
 def raw_drain_proc(path: str, table: str, batch: int, ready: Any, go: Any, out: Any) -> None:
@@ -536,6 +616,7 @@ def raw_drain_proc(path: str, table: str, batch: int, ready: Any, go: Any, out: 
     worker_id = f"raw:{os.getpid()}"
     ready.set()
     go.wait()
+    c0 = time.process_time()
     done = 0
     while True:
         now = time.time()
@@ -556,10 +637,10 @@ def raw_drain_proc(path: str, table: str, batch: int, ready: Any, go: Any, out: 
         conn.execute("COMMIT")
         done += len(rows)
     conn.close()
-    out.put(done)
+    out.put((done, time.process_time() - c0))
 
 
-def raw_drain_rate(path: str, table: str, n: int, batch: int, processes: int) -> float:
+def raw_drain_rate(path: str, table: str, n: int, batch: int, processes: int) -> Rate:
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     go = ctx.Event()
@@ -574,13 +655,15 @@ def raw_drain_rate(path: str, table: str, n: int, batch: int, processes: int) ->
             raise RuntimeError("a raw worker process did not start")
     t0 = time.perf_counter()
     go.set()
-    total = sum(out.get(timeout=600) for _ in procs)
+    reports = [out.get(timeout=600) for _ in procs]
     elapsed = time.perf_counter() - t0
+    total = sum(done for done, _ in reports)
+    cpu = sum(cpu for _, cpu in reports)
     for p in procs:
         p.join()
     if total != n:
         raise RuntimeError(f"raw drain processed {total} of {n} jobs")
-    return n / elapsed
+    return n / elapsed, cpu / n * 1e6
 
 
 # -- the run ---------------------------------------------------------------------------
@@ -620,9 +703,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         steps: list[tuple[str, Callable[[], None]]] = []
 
-        def add(key: str, section: str, label: str, unit: str, fn: Callable[[], float]) -> None:
+        def add(key: str, section: str, label: str, unit: str, fn: Callable[[], Rate]) -> None:
             row(key, section, label, unit)
-            steps.append((key, lambda: res.add(key, label, unit, fn())))
+            steps.append((key, lambda: res.add(key, label, unit, *fn())))
 
         add(
             "sched1",
@@ -639,10 +722,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             bench.schedule_batch,
         )
 
-        def raw_insert(batch: int) -> Callable[[], float]:
-            def fn() -> float:
+        def raw_insert(batch: int) -> Callable[[], Rate]:
+            def fn() -> Rate:
                 path = str(bench.fresh_db(f"raw-insert{batch}"))
                 table = raw_create(path, "raw")
+                bench.gate.wait()
                 return raw_insert_rate(path, table, n, batch)
 
             return fn
@@ -665,30 +749,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         row("drain2x", "drain", "crawlq, 2 worker processes (start to both exited)", "jobs/s")
 
+        row("startup", "drain", "worker process start + exit, empty queue: wall", "s")
+        row("startupcpu", "drain", "worker process start + exit, empty queue: CPU", "s")
+
         def drain1() -> None:
-            _, exit_rate = bench.drain(1)
-            res.add("drain1", "", "jobs/s", exit_rate)
+            _, exit_rate, cpu = bench.drain(1)
+            res.add("drain1", "", "jobs/s", exit_rate, cpu)
 
         def drain2() -> None:
-            done_rate, exit_rate = bench.drain(2)
-            res.add("drain2", "", "jobs/s", done_rate)
-            res.add("drain2x", "", "jobs/s", exit_rate)
+            done_rate, exit_rate, cpu = bench.drain(2)
+            res.add("drain2", "", "jobs/s", done_rate, cpu)
+            res.add("drain2x", "", "jobs/s", exit_rate, cpu)
+
+        def startup() -> None:
+            wall, cpu = bench.worker_startup()
+            res.add("startup", "", "s", wall)
+            res.add("startupcpu", "", "s", cpu)
 
         steps.append(("drain1", drain1))
         steps.append(("drain2", drain2))
-        add(
-            "startup",
-            "drain",
-            "worker process start + exit, empty queue (in the figures above)",
-            "s",
-            bench.worker_startup,
-        )
+        steps.append(("startup", startup))
 
-        def raw_drain(schema: str, batch: int, procs: int) -> Callable[[], float]:
-            def fn() -> float:
+        def raw_drain(schema: str, batch: int, procs: int) -> Callable[[], Rate]:
+            def fn() -> Rate:
                 path = str(bench.fresh_db(f"raw-{schema}-b{batch}-p{procs}"))
                 table = raw_create(path, schema)
                 raw_fill(path, table, n)
+                bench.gate.wait()
                 return raw_drain_rate(path, table, n, batch, procs)
 
             return fn
@@ -775,10 +862,11 @@ def report(
         f"wall time {total:.0f} s"
     )
     print(f"- worker: {bench.worker_description()}")
+    print(f"- load: {bench.gate.describe()}")
     print("- SQLite: WAL, synchronous=NORMAL (crawlq's default) everywhere")
     print()
-    print("| item | measurement | median | min | max | unit |")
-    print("|---|---|---:|---:|---:|---|")
+    print("| item | measurement | median | min | max | unit | CPU µs/job |")
+    print("|---|---|---:|---:|---:|---|---:|")
     numbers = {"schedule": "1", "drain": "3", "raw": "5", "latency": "4"}
     order = ["schedule", "drain", "latency", "raw"]
     for section in order:
@@ -791,10 +879,18 @@ def report(
             num = numbers[section]
             if key == "schedB":
                 num = "2"
+            cpu = f"{statistics.median(fig.cpu):,.0f}" if fig.cpu else ""
             print(
                 f"| {num} | {label} | {fmt(fig.median, unit)} | {fmt(min(fig.values), unit)} "
-                f"| {fmt(max(fig.values), unit)} | {unit} |"
+                f"| {fmt(max(fig.values), unit)} | {unit} | {cpu} |"
             )
+    print()
+    print(
+        "CPU µs/job: CPU time (user + system) of the processes doing the work, per job, "
+        "median of the runs; for worker subprocesses it includes their start-up (the "
+        "`start + exit: CPU` row). Less disturbed than jobs/s when other processes share "
+        "the cores, but not immune (a busy neighbour inflated it by up to ~30%)."
+    )
     print()
     ratios = [
         ("crawlq drain, 1 process / raw loop batch 8, 1 process", "drain1", "raw-raw-b8-p1"),
@@ -832,6 +928,31 @@ def report(
             f"| crawlq drain, 1 process, process start+exit left out ({warm:,.0f} jobs/s) "
             f"/ raw loop batch 8, 1 process | {warm / raw1:.1%} |"
         )
+    start_cpu = res.median("startupcpu") or 0.0
+    for procs, key in ((1, "drain1"), (2, "drain2")):
+        worker_cpu = res.cpu_median(key)
+        for raw_key, what in (
+            (f"raw-raw-b8-p{procs}", "raw table"),
+            (f"raw-crawlq-b8-p{procs}", "crawlq's schema"),
+        ):
+            raw_cpu = res.cpu_median(raw_key)
+            if worker_cpu and raw_cpu:
+                warm_cpu = worker_cpu - start_cpu * procs * 1e6 / n
+                print(
+                    f"| CPU per job: raw loop on {what}, batch 8 / crawlq worker "
+                    f"({warm_cpu:,.0f} µs/job, start-up left out), {procs} process"
+                    f"{'es' if procs > 1 else ''} | {raw_cpu / warm_cpu:.1%} |"
+                )
+    for key, raw_key, what in (
+        ("sched1", "rawins1", "one transaction per job"),
+        ("schedB", "rawinsB", "500 per transaction"),
+    ):
+        crawlq_cpu, insert_cpu = res.cpu_median(key), res.cpu_median(raw_key)
+        if crawlq_cpu and insert_cpu:
+            print(
+                f"| CPU per job: raw insert / crawlq schedule, {what} | "
+                f"{insert_cpu / crawlq_cpu:.1%} |"
+            )
 
 
 if __name__ == "__main__":

@@ -16,25 +16,30 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import json
 import pstats
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import bench_sqlite  # bench/ is sys.path[0] when this file is run as a script
+
 import crawlq
+from crawlq.stores.base import ClaimParams, Completion
+from crawlq.worker.execute import execute
 
 BLOCKING = (
-    "acquire",
-    "get' of '_queue.SimpleQueue",
-    "wait",
-    "sleep",
-    "join",
+    "method 'acquire' of '_thread.",
+    "method 'get' of '_queue.SimpleQueue'",
+    "threading.py:",
+    "built-in method time.sleep",
 )
 
 
@@ -55,14 +60,44 @@ def fill(app: crawlq.App, n: int) -> None:
         app.schedule_many(noop.spec(i) for i in range(start, min(n, start + 500)))
 
 
+class TimedLock:
+    """Stands in for the store's RLock and adds up how long each thread waited for it."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.waits: defaultdict[str, float] = defaultdict(float)
+        self.count: Counter[str] = Counter()
+
+    def __enter__(self) -> bool:
+        t0 = time.perf_counter()
+        got = self._inner.acquire()
+        name = threading.current_thread().name.rsplit("-", 1)[0]
+        self.waits[name] += time.perf_counter() - t0
+        self.count[name] += 1
+        return bool(got)
+
+    def __exit__(self, *exc: object) -> None:
+        self._inner.release()
+
+    def acquire(self, *args: Any, **kwargs: Any) -> bool:
+        return bool(self._inner.acquire(*args, **kwargs))
+
+    def release(self) -> None:
+        self._inner.release()
+
+
 class CallLog:
-    """Wraps store methods to count calls, time them and record batch sizes."""
+    """Wraps store methods to count calls, time them and record batch sizes, and the
+    store's connection lock to time how long threads wait for each other."""
 
     def __init__(self, store: Any) -> None:
         self.calls: Counter[str] = Counter()
-        self.seconds: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
         self.sizes: dict[str, Counter[int]] = {}
         self._lock = threading.Lock()
+        self.store_lock = TimedLock(store._lock) if hasattr(store, "_lock") else None
+        if self.store_lock is not None:
+            store._lock = self.store_lock
         for name in (
             "job_claim",
             "job_complete",
@@ -111,7 +146,145 @@ class CallLog:
                 f"{self.seconds[name] / wall:.0%} | {1000 * self.seconds[name] / count:.3f} | "
                 f"{shown} |"
             )
+        if self.store_lock is not None:
+            lines.append("")
+            lines.append("| thread | store lock acquisitions | waited for the store lock, s |")
+            lines.append("|---|---:|---:|")
+            for name, waited in sorted(self.store_lock.waits.items(), key=lambda kv: -kv[1]):
+                lines.append(f"| {name} | {self.store_lock.count[name]:,} | {waited:.2f} |")
         return "\n".join(lines)
+
+
+def store_loop(app: crawlq.App, run_tasks: bool) -> int:
+    """Drain through the store API from one thread: claim 8, (run,) complete 8."""
+    store = app.store
+    done = 0
+    while True:
+        jobs = store.job_claim(ClaimParams(queues=("bench.noop",), worker_id="w", limit=8))
+        if not jobs:
+            return done
+        if run_tasks:
+            outcomes: list[Any] = [execute(app, job, "w") for job in jobs]
+        else:
+            outcomes = [Completion(lease=job.lease, result=None) for job in jobs]
+        store.job_complete(outcomes)
+        done += len(jobs)
+
+
+def raw_loop(path: str, table: str, batch: int = 8) -> int:
+    """bench_sqlite's raw claim/ack loop, in this process."""
+    conn = bench_sqlite.raw_connect(path)
+    hint = " INDEXED BY crawlq_jobs_claim" if table == "crawlq_jobs" else ""
+    claim = bench_sqlite.RAW_CLAIM.format(table=table, hint=hint)
+    ack = bench_sqlite.RAW_ACK.format(table=table)
+    done = 0
+    while True:
+        conn.execute("BEGIN IMMEDIATE")
+        params = {"worker_id": "w", "now": time.time(), "queue": "bench.noop", "limit": batch}
+        rows = conn.execute(claim, params).fetchall()
+        conn.execute("COMMIT")
+        if not rows:
+            conn.close()
+            return done
+        conn.execute("BEGIN IMMEDIATE")
+        for job_id, _task, args, kwargs, _attempts, token in rows:
+            json.loads(args), json.loads(kwargs)
+            conn.execute(ack, {"id": job_id, "token": token, "result": "null", "now": time.time()})
+        conn.execute("COMMIT")
+        done += len(rows)
+
+
+def measure(fn: Callable[[], int]) -> tuple[float, float]:
+    """(wall, CPU) seconds per job of ``fn``, which returns how many jobs it did."""
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    n = fn()
+    return (time.perf_counter() - t0) / n, (time.process_time() - cpu0) / n
+
+
+def layers(tmp: Path, n: int, runs: int) -> None:
+    """The same drain, one layer of crawlq added at a time."""
+
+    def raw(schema: str) -> Callable[[int], tuple[float, float]]:
+        def fn(k: int) -> tuple[float, float]:
+            path = str(tmp / f"layer-raw-{schema}-{k}.db")
+            table = bench_sqlite.raw_create(path, schema)
+            bench_sqlite.raw_fill(path, table, n)
+            return measure(lambda: raw_loop(path, table))
+
+        return fn
+
+    def api(run_tasks: bool) -> Callable[[int], tuple[float, float]]:
+        def fn(k: int) -> tuple[float, float]:
+            app = make_app(tmp / f"layer-api-{run_tasks}-{k}.db")
+            fill(app, n)
+            try:
+                return measure(lambda: store_loop(app, run_tasks))
+            finally:
+                app.close()
+
+        return fn
+
+    def worker(k: int) -> tuple[float, float]:
+        app = make_app(tmp / f"layer-worker-{k}.db")
+        fill(app, n)
+        try:
+            return measure(lambda: run_worker(app).counters.done)
+        finally:
+            app.close()
+
+    rows: list[tuple[str, Callable[[int], tuple[float, float]]]] = [
+        ("raw SQL loop, raw table (bench_sqlite's reference)", raw("raw")),
+        ("raw SQL loop, crawlq's schema (indexes + count triggers)", raw("crawlq")),
+        ("store API from one thread: job_claim(8) + job_complete(8)", api(False)),
+        ("... + execute() of each job (task call, context, result encoding)", api(True)),
+        ("the real worker, in process (8 slot threads, acker thread)", worker),
+    ]
+    print(f"## One layer at a time (N={n:,}, batch 8, one process, median of {runs})\n")
+    print("| layer | jobs/s | wall us/job | CPU us/job |")
+    print("|---|---:|---:|---:|")
+    for label, fn in rows:
+        results = sorted(fn(k) for k in range(runs))
+        wall, cpu = results[len(results) // 2]
+        print(f"| {label} | {1 / wall:,.0f} | {wall * 1e6:.0f} | {cpu * 1e6:.0f} |", flush=True)
+    print()
+
+
+SCHEMA_VARIANTS: list[tuple[str, list[str]]] = [
+    ("crawlq's schema as it is", []),
+    ("without the count trigger on UPDATE OF state", ["DROP TRIGGER crawlq_jobs_counts_update"]),
+    ("without index crawlq_jobs_ready", ["DROP INDEX crawlq_jobs_ready"]),
+    ("without index crawlq_jobs_lease", ["DROP INDEX crawlq_jobs_lease"]),
+    ("without index crawlq_jobs_finished", ["DROP INDEX crawlq_jobs_finished"]),
+    (
+        "without the trigger and those three indexes",
+        [
+            "DROP TRIGGER crawlq_jobs_counts_update",
+            "DROP INDEX crawlq_jobs_ready",
+            "DROP INDEX crawlq_jobs_lease",
+            "DROP INDEX crawlq_jobs_finished",
+        ],
+    ),
+]
+
+
+def schema_costs(tmp: Path, n: int, runs: int) -> None:
+    """CPU per job of the raw loop on crawlq's schema with one part taken away."""
+    print(f"## What crawlq's schema costs the raw loop (N={n:,}, batch 8, median of {runs})\n")
+    print("| schema | CPU us/job |")
+    print("|---|---:|")
+    for label, drops in SCHEMA_VARIANTS:
+        cpus: list[float] = []
+        for k in range(runs):
+            path = str(tmp / f"schema-{len(cpus)}-{k}-{abs(hash(label))}.db")
+            table = bench_sqlite.raw_create(path, "crawlq")
+            conn = bench_sqlite.raw_connect(path)
+            for statement in drops:
+                conn.execute(statement)
+            conn.close()
+            bench_sqlite.raw_fill(path, table, n)
+            cpus.append(measure(lambda: raw_loop(path, table))[1])  # noqa: B023
+        print(f"| {label} | {statistics.median(cpus) * 1e6:.0f} |", flush=True)
+    print()
 
 
 def run_worker(app: crawlq.App) -> crawlq.Worker:
@@ -182,9 +355,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", type=int, default=20_000)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--runs", type=int, default=3, help="runs of each layer (default 3)")
+    parser.add_argument("--no-layers", action="store_true", help="skip the layer table")
+    parser.add_argument(
+        "--schema-costs",
+        action="store_true",
+        help="also time the raw loop without each part of crawlq's schema",
+    )
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="crawlq-profile-"))
     try:
+        if not args.no_layers:
+            layers(tmp, args.n, args.runs)
+        if args.schema_costs:
+            schema_costs(tmp, args.n, args.runs)
         # 1. plain run: wall time, CPU time and the store calls
         app = make_app(tmp / "plain.db")
         fill(app, args.n)
