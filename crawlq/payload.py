@@ -53,9 +53,8 @@ def encode_arguments(
         _check(value, f"argument {label!r} of task {task!r}")
     for name, value in kwargs.items():
         _check(value, f"argument {name!r} of task {task!r}")
-    plain_args: list[JSONValue] = json.loads(json.dumps(list(args)))
-    plain_kwargs: dict[str, JSONValue] = json.loads(json.dumps(dict(kwargs)))
-    size = len(json.dumps([plain_args, plain_kwargs], separators=(",", ":")).encode())
+    text = json.dumps([args, kwargs], separators=(",", ":"))  # one pass: size and copy
+    size = len(text) if text.isascii() else len(text.encode())
     if size > max_bytes:
         labels = [names[i] if i < len(names) else f"#{i}" for i in range(len(args))]
         sizes = {label: len(json.dumps(v)) for label, v in zip(labels, args, strict=True)}
@@ -67,4 +66,13 @@ def encode_arguments(
             "data elsewhere (a file, object storage) and pass its location, or raise "
             "App(max_payload_bytes=...)"
         )
+    plain_args, plain_kwargs = json.loads(text)  # tuples become lists, nothing is shared
     return plain_args, plain_kwargs
+
+
+def encode_result(task: str, value: Any, *, max_bytes: int) -> JSONValue:
+    """Check a task's return value like an argument; None, the common case, is free."""
+    if value is None:
+        return None
+    [plain], _ = encode_arguments(task, [value], {}, names=("result",), max_bytes=max_bytes)
+    return plain

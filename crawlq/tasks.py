@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -93,6 +94,7 @@ class Task(Generic[P, R]):
         params = list(self.signature.parameters.values())[1:]
         self.arg_names: tuple[str, ...] = tuple(p.name for p in params)
         self.is_async = inspect.iscoroutinefunction(fn)
+        self.logger = logging.getLogger(f"crawlq.task.{name}")
 
     def check_call(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         """Refuse arguments the function cannot take, before anything is scheduled."""

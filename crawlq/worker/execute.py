@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from crawlq.context import JobContext
 from crawlq.exceptions import PayloadError, Snooze, TaskNotFound
 from crawlq.jobs import Job
-from crawlq.payload import encode_arguments
+from crawlq.payload import encode_result
 from crawlq.retry import Backoff, decide
 from crawlq.stores.base import Completion, Failure, Release
 
@@ -58,9 +58,7 @@ def execute(app: App, job: Job, worker_id: str) -> Outcome:
         task = app.get_task(job.task)
     except TaskNotFound as exc:
         return failure(job, exc, Backoff(), reason="unknown_task")
-    log = logging.LoggerAdapter(
-        logging.getLogger(f"crawlq.task.{job.task}"), {"job_id": job.id, "attempt": job.attempts}
-    )
+    log = logging.LoggerAdapter(task.logger, {"job_id": job.id, "attempt": job.attempts})
     ctx = JobContext(job=job, app=app, worker_id=worker_id, log=log)
     backoff = task.options.backoff
     try:
@@ -72,12 +70,10 @@ def execute(app: App, job: Job, worker_id: str) -> Outcome:
     except BaseException as exc:  # a task's SystemExit must not kill its slot's thread
         return failure(job, exc, backoff)
     try:
-        encoded, _ = encode_arguments(
-            job.task, [result], {}, names=("result",), max_bytes=app.max_payload_bytes
-        )
+        encoded = encode_result(job.task, result, max_bytes=app.max_payload_bytes)
     except PayloadError as exc:
         return failure(job, exc, backoff, reason="bad_result")
-    return Completion(lease=job.lease, result=encoded[0], children=tuple(ctx.children))
+    return Completion(lease=job.lease, result=encoded, children=tuple(ctx.children))
 
 
 async def _awaited(value: Any) -> Any:

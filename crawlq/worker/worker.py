@@ -157,8 +157,12 @@ class Worker:
             return False
         with self._lock:
             idle = not self._held
-        if self.settings.burst and idle and self._acker.idle:
-            return True
+        if self.settings.burst and idle:
+            if self._acker.idle:
+                return True
+            self._wakeup.wait(0.05)  # the last outcomes are being recorded
+            self._wakeup.clear()
+            return False
         self._wait_for_work()
         return False
 
