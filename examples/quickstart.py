@@ -3,7 +3,7 @@
 Run it from anywhere: ``python examples/quickstart.py``. It "scrapes" the small book
 shop in ``examples/site`` (local files, so it needs no network): a listing task finds
 book links and schedules one unique job per book; duplicate links are merged by their
-key; the missing page fails, is retried with backoff and ends in the dead-letter queue.
+key; the missing page fails, is retried and ends in the dead-letter queue.
 The jobs live in ``quickstart.db`` next to this file.
 """
 
@@ -62,10 +62,16 @@ def scrape_listing(ctx: crawlq.JobContext, name: str) -> int:
     return len(page.links)
 
 
-@app.task(name="scrape_book", max_attempts=3, backoff=crawlq.Backoff(base=0.2))
+@app.task(name="scrape_book", max_attempts=3)
 def scrape_book(ctx: crawlq.JobContext, name: str) -> dict[str, str]:
     ctx.log.info("scraping %s (attempt %d)", name, ctx.attempt)
-    return {"page": name, "title": fetch(name).title}
+    try:
+        page = fetch(name)
+    except FileNotFoundError:
+        # A real scraper would back off (the default); here the retry is immediate so
+        # that the burst worker sees every attempt before it exits.
+        raise crawlq.Retry(delay=0, reason=f"{name} is missing") from None
+    return {"page": name, "title": page.title}
 
 
 def main() -> None:
