@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 CONCURRENCY = 8
+PREFETCH = 0
+"""Jobs a worker claims ahead of its free slots (``--prefetch``, crawlq's default 0)."""
 SCHEDULE_BATCH = 500
 NOOP = "bench.noop"
 LATENCY = "bench.latency"
@@ -297,6 +299,7 @@ class Bench:
         if self.worker_kind == "cli":
             cmd = [sys.executable, "-m", "crawlq", "worker", "--app", "benchtasks:app"]
             cmd += ["--store", self.url(path), "--concurrency", str(CONCURRENCY)]
+            cmd += ["--prefetch", str(PREFETCH)]
             return [*cmd, "--burst"] if burst else cmd
         cmd = [sys.executable, "bench_runner.py"]
         return [*cmd, "--burst"] if burst else cmd
@@ -350,7 +353,7 @@ class Bench:
         if self.worker_kind == "cli":
             return (
                 "`python -m crawlq worker --app benchtasks:app --store sqlite:///... "
-                f"--concurrency {CONCURRENCY} [--burst]` (thread runtime)"
+                f"--concurrency {CONCURRENCY} --prefetch {PREFETCH} [--burst]` (thread runtime)"
             )
         return (
             "runner file: `benchtasks.app.worker(crawlq.WorkerSettings(burst=..., "
@@ -687,7 +690,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-full-schema", action="store_true", help="skip the raw loop on crawlq's full schema"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    parser.add_argument(
+        "--prefetch", type=int, default=0, help="worker --prefetch (default 0, crawlq's)"
+    )
     args = parser.parse_args(argv)
+    global PREFETCH
+    PREFETCH = args.prefetch
     n = args.n or (2_000 if args.quick else 20_000)
     runs = args.runs or (1 if args.quick else 3)
     latency_jobs = args.latency_jobs or (100 if args.quick else 500)
