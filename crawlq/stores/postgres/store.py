@@ -47,6 +47,7 @@ from crawlq.stores.base import (
     WaitParams,
 )
 from crawlq.stores.conflict import Request, merge
+from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
 from crawlq.types import JobId, Timestamp
 
 T = TypeVar("T")
@@ -59,22 +60,6 @@ COMPACT_AFTER = 1000
 MAX_ATTEMPTS = 8
 """Tries of one call that lost a race (deadlock, a key taken meanwhile) before it fails."""
 
-_PUBLIC_STATE = {
-    "scheduled": JobState.PENDING,
-    "ready": JobState.PENDING,
-    "running": JobState.RUNNING,
-    "done": JobState.DONE,
-    "dead": JobState.DEAD,
-    "cancelled": JobState.CANCELLED,
-}
-_INTERNAL_STATES = {
-    JobState.PENDING: ["scheduled", "ready"],
-    JobState.RUNNING: ["running"],
-    JobState.DONE: ["done"],
-    JobState.DEAD: ["dead"],
-    JobState.CANCELLED: ["cancelled"],
-}
-_FINISHED = ["cancelled", "dead", "done"]
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _LIBPQ_DEFAULTS = {
     "application_name": "crawlq",
@@ -181,7 +166,7 @@ def _job_from_row(row: DictRow) -> Job:
         key=row["key"],
         priority=row["priority"],
         run_at=row["run_at"],
-        state=_PUBLIC_STATE[row["state"]],
+        state=PUBLIC_STATE[row["state"]],
         attempts=row["attempts"],
         max_attempts=row["max_attempts"],
         lease_seconds=row["lease_seconds"],
@@ -646,7 +631,7 @@ class PostgresStore:
             "ids": None if where.ids is None else list(where.ids),
             "queue": where.queue,
             "task": where.task,
-            "states": None if where.state is None else _INTERNAL_STATES[where.state],
+            "states": None if where.state is None else INTERNAL_STATES[where.state],
             "finished_before": where.finished_before,
             "limit": where.limit,
         }
@@ -674,7 +659,7 @@ class PostgresStore:
     def job_purge(self, where: JobFilter) -> int:
         params = self._filter_params(where)
         if where.state is None:  # select finished jobs before ``limit`` applies
-            params["states"] = _FINISHED
+            params["states"] = FINISHED
         return self._run(
             "purging jobs",
             lambda c: c.execute(Q["job_purge"], params).rowcount,

@@ -39,28 +39,12 @@ from crawlq.stores.base import (
     WaitParams,
 )
 from crawlq.stores.conflict import Request, merge
+from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
 from crawlq.types import JobId, Timestamp
 
 T = TypeVar("T")
 
 Q = load_queries("crawlq.stores.sqlite")
-
-_PUBLIC_STATE = {
-    "scheduled": JobState.PENDING,
-    "ready": JobState.PENDING,
-    "running": JobState.RUNNING,
-    "done": JobState.DONE,
-    "dead": JobState.DEAD,
-    "cancelled": JobState.CANCELLED,
-}
-_INTERNAL_STATES = {
-    JobState.PENDING: ["scheduled", "ready"],
-    JobState.RUNNING: ["running"],
-    JobState.DONE: ["done"],
-    JobState.DEAD: ["dead"],
-    JobState.CANCELLED: ["cancelled"],
-}
-_FINISHED = {"done", "dead", "cancelled"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -133,7 +117,7 @@ def _job_from_row(row: sqlite3.Row) -> Job:
         key=row["key"],
         priority=row["priority"],
         run_at=row["run_at"],
-        state=_PUBLIC_STATE[row["state"]],
+        state=PUBLIC_STATE[row["state"]],
         attempts=row["attempts"],
         max_attempts=row["max_attempts"],
         lease_seconds=row["lease_seconds"],
@@ -471,7 +455,7 @@ class SQLiteStore:
             "ids": None if where.ids is None else _dumps(list(where.ids)),
             "queue": where.queue,
             "task": where.task,
-            "state": None if where.state is None else _dumps(_INTERNAL_STATES[where.state]),
+            "state": None if where.state is None else _dumps(INTERNAL_STATES[where.state]),
             "finished_before": where.finished_before,
             "limit": -1 if where.limit is None else where.limit,
         }
@@ -502,11 +486,11 @@ class SQLiteStore:
     def job_purge(self, where: JobFilter) -> int:
         params = self._filter_params(where)
         if where.state is None:  # select finished jobs before ``limit`` applies
-            params["state"] = _dumps(sorted(_FINISHED))
+            params["state"] = _dumps(FINISHED)
 
         def work(conn: sqlite3.Connection) -> int:
             rows = conn.execute(Q["job_list"], params).fetchall()
-            ids = [r["id"] for r in rows if r["state"] in _FINISHED]
+            ids = [r["id"] for r in rows if r["state"] in FINISHED]
             return sum(conn.execute(Q["job_delete"], {"id": i}).rowcount for i in ids)
 
         return self._write("purging jobs", work)
