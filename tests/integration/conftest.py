@@ -15,13 +15,6 @@ import pytest
 from tests import servers
 
 
-@pytest.fixture(autouse=True)
-def _no_crawlq_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("CRAWLQ_"):
-            monkeypatch.delenv(name)
-
-
 class Processes:
     """Starts crawlq processes in a working directory and cleans them up."""
 

@@ -51,13 +51,6 @@ TASKS = """
 """
 
 
-@pytest.fixture(autouse=True)
-def _strip_crawlq_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith("CRAWLQ_"):
-            monkeypatch.delenv(name)
-
-
 @pytest.fixture
 def store_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'jobs.db'}"
