@@ -17,18 +17,20 @@ logger = logging.getLogger("crawlq.worker")
 class Heartbeat:
     """A thread that extends every held lease about three times per lease period.
 
-    ``leases()`` gives the held leases and the shortest lease period among them;
-    ``on_lost(job_id)`` is told of each lease the store no longer honours.
+    ``leases()`` gives the held leases; ``period`` is the shortest lease any of them can
+    have; ``on_lost(job_id)`` is told of each lease the store no longer honours.
     """
 
     def __init__(
         self,
         store: Store,
-        leases: Callable[[], tuple[list[Lease], float]],
+        leases: Callable[[], list[Lease]],
+        period: float,
         on_lost: Callable[[int], None],
     ) -> None:
         self._store = store
         self._leases = leases
+        self._interval = max(0.05, period / 3)
         self._on_lost = on_lost
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="crawlq-heartbeat", daemon=True)
@@ -42,11 +44,8 @@ class Heartbeat:
         self._thread.join()
 
     def _loop(self) -> None:
-        while True:
-            held, period = self._leases()
-            if self._stop.wait(max(0.05, period / 3)):
-                return
-            held, _ = self._leases()
+        while not self._stop.wait(self._interval):
+            held = self._leases()
             if held:
                 self.beat(held)
 

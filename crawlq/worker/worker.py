@@ -86,9 +86,8 @@ class Worker:
         self._hurry = threading.Event()
         self._runtime: Runtime = RUNTIMES[runtime](settings.concurrency, self._run_one)
         self._acker = Acker(self.store, self._wakeup.set)
-        leases = [t.options.lease for t in app.tasks.values()] or [30.0]
-        self._beat_period = min(leases)
-        self._heartbeat = Heartbeat(self.store, self._leases, self._lost)
+        shortest = min((t.options.lease for t in app.tasks.values()), default=30.0)
+        self._heartbeat = Heartbeat(self.store, self._leases, shortest, self._lost)
         self._next_expire = 0.0
         self._next_prune = 0.0
 
@@ -241,9 +240,9 @@ class Worker:
 
     # -- leases ----------------------------------------------------------------------
 
-    def _leases(self) -> tuple[list[Lease], float]:
+    def _leases(self) -> list[Lease]:
         with self._lock:
-            return [h.job.lease for h in self._held.values()], self._beat_period
+            return [h.job.lease for h in self._held.values()]
 
     def _lost(self, job_id: int) -> None:
         with self._lock:
