@@ -11,7 +11,28 @@ A peer is a class built as ``Peer(store, url, tmp, gate)`` (``store`` is ``"sqli
   (``None`` when it has none);
 - ``drain(n)``: ``n`` no-op jobs queued first (not timed), then its worker processes
   started as users start them; seconds from starting them until all ``n`` are done;
+- ``latency(count, rate)``: one idle worker set started and warmed up (one job run
+  and seen done before timing), then ``count`` jobs sent at ``rate`` per second, one call
+  each, each carrying its send time (``time.time()``); the task writes
+  ``"<i> <sent> <started>"`` to the ledger when it starts; returns the ``count``
+  schedule-to-start delays in seconds;
+- ``fanout(total, sleep)``: a tree of ``total`` jobs: job ``i`` sleeps ``sleep`` seconds
+  (a simulated fetch), then schedules its children ``3i+1, 3i+2, 3i+3`` (those below
+  ``total``) with the system's own call from inside the task, then writes ``"<i>"`` to
+  the ledger; only job 0 is scheduled from outside; returns seconds from starting the
+  workers until the ledger holds ``total`` lines (the crawl's shape);
+- ``deep(n, sample)``: ``n`` no-op jobs queued first with the bulk API (not timed; each
+  task writes ``"<i>"`` to the ledger), then the workers started; returns
+  ``(jobs_per_second, peak_rss_bytes)``: ``sample`` jobs divided by the seconds between
+  the ledger reaching ``LEDGER_SKIP`` lines and reaching ``LEDGER_SKIP + sample``
+  (steady state, start-up excluded), and the peak summed resident memory of the worker
+  processes (``Workers.rss()``, sampled while waiting); the workers are stopped after;
 - ``close()``: stop anything still running;
+
+Latency, fan-out and deep-queue tasks report to a ``Ledger``: a file every worker
+process appends lines to (``LEDGER_CODE`` is the task-side half, pasted into the
+generated task modules; the file's path comes in the ``BENCH_LEDGER`` environment
+variable).
 
 and a module docstring whose ``CONFIG:`` paragraph says which worker configuration it
 runs and why (what its own docs recommend for a 2-core machine).
@@ -44,6 +65,24 @@ BULK_BATCH = 500
 DRAIN_TIMEOUT = 900.0
 """Seconds a drain may take before it is abandoned (and reported as failed)."""
 BIN = Path(sys.executable).parent
+LEDGER_SKIP = 1_000
+"""Deep queue: ledger lines written before the claim rate is timed (start-up)."""
+
+LEDGER_CODE = '''
+import os as _os
+
+
+def ledger_write(line):
+    """Append one line to the bench ledger (one write(2) with O_APPEND: atomic between
+    processes for lines this short)."""
+    fd = _os.open(_os.environ["BENCH_LEDGER"], _os.O_WRONLY | _os.O_APPEND | _os.O_CREAT, 0o644)
+    try:
+        _os.write(fd, (str(line) + "\\n").encode())
+    finally:
+        _os.close(fd)
+'''
+"""Task-side half of ``Ledger``: paste into a generated task module, call
+``ledger_write(text)``."""
 
 
 class Peer(Protocol):
@@ -55,6 +94,12 @@ class Peer(Protocol):
     def schedule_bulk(self, n: int) -> float | None: ...
 
     def drain(self, n: int) -> float: ...
+
+    def latency(self, count: int, rate: float) -> list[float]: ...
+
+    def fanout(self, total: int, sleep: float) -> float: ...
+
+    def deep(self, n: int, sample: int) -> tuple[float, int]: ...
 
     def close(self) -> None: ...
 
@@ -110,6 +155,26 @@ class Workers:
             if p.poll() is None:
                 p.wait()
 
+    def rss(self) -> int:
+        """Summed resident memory (bytes) of every live process in the workers' process
+        groups (pool children included), read from /proc."""
+        groups = {p.pid for p in self.procs if p.poll() is None}
+        total = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+                fields = stat[stat.rindex(")") + 2 :].split()
+                if int(fields[2]) not in groups:  # field 5, pgrp
+                    continue
+                for line in (entry / "status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) * 1024
+            except (OSError, ValueError, IndexError):
+                continue
+        return total
+
     def tail(self, chars: int = 3000) -> str:
         return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
 
@@ -138,6 +203,79 @@ def wait_until(
             )
         time.sleep(interval)
     raise RuntimeError(f"{what}: not done after {timeout:.0f} s:\n{workers.tail()}")
+
+
+class Ledger:
+    """The bench side of the ledger: a file worker processes append lines to; counted
+    incrementally (only new bytes are read)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.write_bytes(b"")
+        self._offset = 0
+        self._partial = b""
+        self._lines: list[str] = []
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment variable the task-side ``ledger_write`` reads."""
+        return {"BENCH_LEDGER": str(self.path)}
+
+    def lines(self) -> list[str]:
+        with open(self.path, "rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        self._offset += len(data)
+        data = self._partial + data
+        *complete, self._partial = data.split(b"\n")
+        self._lines.extend(line.decode() for line in complete)
+        return self._lines
+
+    def count(self) -> int:
+        return len(self.lines())
+
+
+def latencies(ledger: Ledger) -> list[float]:
+    """Schedule-to-start delays (seconds) from ``"<i> <sent> <started>"`` ledger lines."""
+    out = []
+    for line in ledger.lines():
+        _i, sent, started = line.split()
+        out.append(float(started) - float(sent))
+    return out
+
+
+def send_paced(send: Callable[[int, float], None], count: int, rate: float) -> None:
+    """Call ``send(i, time.time())`` ``count`` times at ``rate`` per second (on a fixed
+    timetable, so a slow call does not slow the ones after it)."""
+    t0 = time.perf_counter()
+    for i in range(count):
+        delay = t0 + i / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        send(i, time.time())
+
+
+def wait_deep(ledger: Ledger, workers: Workers, what: str, sample: int) -> tuple[float, int]:
+    """The deep-queue measurement once the workers are started: (jobs/s over ``sample``
+    ledger lines after ``LEDGER_SKIP``, peak summed RSS of the workers)."""
+    peak = 0
+
+    def reached(k: int) -> Callable[[], bool]:
+        def done() -> bool:
+            nonlocal peak
+            peak = max(peak, workers.rss())
+            return ledger.count() >= k
+
+        return done
+
+    t1 = wait_until(reached(LEDGER_SKIP), workers, what, interval=0.05)
+    t2 = wait_until(reached(LEDGER_SKIP + sample), workers, what, interval=0.05)
+    return sample / (t2 - t1), peak
+
+
+def fanout_children(i: int, total: int) -> list[int]:
+    """The children of job ``i`` in the fan-out tree of ``total`` jobs."""
+    return [c for c in (3 * i + 1, 3 * i + 2, 3 * i + 3) if c < total]
 
 
 def write_module(tmp: Path, name: str, text: str) -> Any:
