@@ -1,18 +1,71 @@
-"""crawlq itself, on SQLite, PostgreSQL and Redis: bench_stores.py's ``StoreBench`` (the
-same code as bench_stores.py's figures), driven through the peer interface.
+"""crawlq itself, on SQLite, PostgreSQL and Redis. Schedule and drain are
+bench_stores.py's ``StoreBench`` (the same code as bench_stores.py's figures); latency,
+fan-out and deep queue use the task module below, through the peer interface.
 
-CONFIG: one ``python -m crawlq worker --app benchtasks:app --store URL --concurrency 8
---burst`` process (thread runtime, ``--prefetch 0``, crawlq's defaults otherwise), the
-worker every other crawlq benchmark uses. Bulk: ``app.schedule_many`` of 500 specs per
-call. Done: ``queue_stats`` showing N done (polled every 20 ms).
+CONFIG: one ``python -m crawlq worker --app benchtasks:app --store URL --concurrency 8``
+process (thread runtime, ``--prefetch 0``, crawlq's defaults otherwise; ``--burst`` for
+the drain), the worker every other crawlq benchmark uses: 8 slots, so 8 simulated
+fetches in flight in the fan-out. Bulk: ``app.schedule_many`` of 500 specs per call.
+Fan-out children: ``ctx.schedule``, committed with the parent's completion. Done:
+``queue_stats`` showing N done (drain, polled every 20 ms) or the ledger (the others).
 """
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import bench_stores
+from common import (
+    BULK_BATCH,
+    LEDGER_CODE,
+    Ledger,
+    Workers,
+    send_paced,
+    wait_deep,
+    wait_until,
+    write_module,
+)
+
+TASKS = (
+    '''\
+"""crawlq tasks of the peer benchmark (written by bench/peers/crawlq_peer.py)."""
+
+import os
+import time
+
+import crawlq
+'''
+    + LEDGER_CODE
+    + """
+
+def make_app(url):
+    app = crawlq.App(url)
+
+    @app.task(name="peer.latency")
+    def latency(ctx, i, sent):
+        ledger_write(f"{i} {sent} {time.time()}")
+
+    @app.task(name="peer.fan")
+    def fan(ctx, i, total, sleep):
+        time.sleep(sleep)
+        for c in (3 * i + 1, 3 * i + 2, 3 * i + 3):
+            if c < total:
+                ctx.schedule(fan, c, total, sleep)
+        ledger_write(i)
+
+    @app.task(name="peer.deep")
+    def deep(ctx, i):
+        ledger_write(i)
+
+    return app
+
+
+app = make_app(os.environ.get("CRAWLQ_BENCH_STORE", "sqlite:///bench.db"))
+"""
+)
 
 
 class CrawlqPeer:
@@ -20,13 +73,14 @@ class CrawlqPeer:
     STORES = ("sqlite", "postgres", "redis")
 
     def __init__(self, store: str, url: str, tmp: Path, gate: Any) -> None:
-        self.store = store
+        self.store, self.tmp, self.gate = store, tmp, gate
         self.bench = bench_stores.StoreBench(store, url, tmp, 0, 0, 50.0, gate)
         if self.bench.choose_worker() != "cli":
             raise RuntimeError(
                 f"`crawlq worker --burst` did not drain 10 jobs on {store}:\n"
                 f"{self.bench.worker_log('probe')}"
             )
+        self.mod = write_module(tmp, "peertasks", TASKS)
 
     def schedule_one(self, n: int) -> float:
         self.bench.n = n
@@ -41,5 +95,79 @@ class CrawlqPeer:
         done_rate, _exit_rate, _cpu = self.bench.drain(1)
         return n / done_rate
 
+    # latency, fan-out, deep queue
+
+    def fresh(self, tag: str) -> tuple[Any, Ledger, Workers, list[str], dict[str, str]]:
+        """A new store (file, schema or prefix) with its app, ledger and worker command."""
+        url = self.bench.url(self.bench.fresh_db(tag))
+        app = self.mod.make_app(url)
+        _ = app.store  # open and migrate outside the timed part
+        n = self.bench.counter
+        ledger = Ledger(self.tmp / f"ledger-{n:03d}-{tag}.txt")
+        workers = Workers(self.tmp, f"{n:03d}-{tag}")
+        cmd = [sys.executable, "-m", "crawlq", "worker", "--app", "peertasks:app"]
+        cmd += ["--store", url, "--concurrency", "8", "--log-level", "warning"]
+        return app, ledger, workers, cmd, {**ledger.env, "CRAWLQ_BENCH_STORE": url}
+
+    def latency(self, count: int, rate: float) -> list[float]:
+        app, ledger, workers, cmd, env = self.fresh("latency")
+        task = app.tasks["peer.latency"]
+        try:
+            workers.start(cmd, env)
+            task.schedule(-1, time.time())
+            wait_until(lambda: ledger.count() >= 1, workers, "crawlq latency warm-up")
+            time.sleep(1.0)
+            self.gate.wait()
+            send_paced(lambda i, sent: task.schedule(i, sent), count, rate)
+            wait_until(lambda: ledger.count() >= count + 1, workers, "crawlq latency")
+        finally:
+            workers.stop()
+            app.close()
+        return latencies_without_warmup(ledger)
+
+    def fanout(self, total: int, sleep: float) -> float:
+        app, ledger, workers, cmd, env = self.fresh("fanout")
+        app.tasks["peer.fan"].schedule(0, total, sleep)
+        self.gate.wait()
+        try:
+            t0 = time.perf_counter()
+            workers.start(cmd, env)
+            t1 = wait_until(lambda: ledger.count() >= total, workers, "crawlq fan-out")
+        finally:
+            workers.stop()
+            app.close()
+        check_tree(ledger, total, "crawlq")
+        return t1 - t0
+
+    def deep(self, n: int, sample: int) -> tuple[float, int]:
+        app, ledger, workers, cmd, env = self.fresh("deep")
+        task = app.tasks["peer.deep"]
+        for start in range(0, n, BULK_BATCH):
+            app.schedule_many(task.spec(i) for i in range(start, min(n, start + BULK_BATCH)))
+        self.gate.wait()
+        try:
+            workers.start(cmd, env)
+            return wait_deep(ledger, workers, "crawlq deep queue", sample)
+        finally:
+            workers.stop()
+            app.close()
+
     def close(self) -> None:
         pass
+
+
+def latencies_without_warmup(ledger: Ledger) -> list[float]:
+    """The timed jobs' delays: every ledger line but the warm-up job's (id -1)."""
+    timed = [line for line in ledger.lines() if not line.startswith("-1 ")]
+    return [float(started) - float(sent) for _i, sent, started in map(str.split, timed)]
+
+
+def check_tree(ledger: Ledger, total: int, who: str) -> None:
+    """Every job of the fan-out tree ran, exactly once."""
+    ids = sorted(int(line) for line in ledger.lines())
+    if ids != list(range(total)):
+        missing = sorted(set(range(total)) - set(ids))[:10]
+        raise RuntimeError(
+            f"{who} fan-out: {len(ids)} ledger lines for {total} jobs "
+            f"({len(ids) - len(set(ids))} duplicates; missing e.g. {missing})"
+        )
