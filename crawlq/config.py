@@ -16,6 +16,8 @@ DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0
 DEFAULT_CONCURRENCY = 8
 DEFAULT_SHUTDOWN_GRACE = 30.0
 DEFAULT_POLL_TIMEOUT = 1.0
+RUNTIME_NAMES = ("thread", "asyncio", "process")
+"""The runtimes a worker can use (``crawlq.worker.runtimes``)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,6 +60,10 @@ class WorkerSettings:
       with notifications wake up sooner).
     - ``burst``: exit when no job is due and none is running.
     - ``retention``: seconds done and cancelled jobs are kept before pruning (7 days).
+    - ``runtime``: how jobs run: ``thread`` (default), ``asyncio`` or ``process``.
+    - ``max_jobs_per_child``, ``max_memory_per_child`` (bytes): the process runtime
+      replaces a child after that many jobs, or once its resident memory is above that,
+      between two jobs (None: never).
     """
 
     queues: tuple[str, ...] = ()
@@ -67,8 +73,26 @@ class WorkerSettings:
     poll_timeout: float = DEFAULT_POLL_TIMEOUT
     burst: bool = False
     retention: float = DEFAULT_RETENTION_SECONDS
+    runtime: str = "thread"
+    max_jobs_per_child: int | None = None
+    max_memory_per_child: int | None = None
 
     def __post_init__(self) -> None:
+        if self.runtime not in RUNTIME_NAMES:
+            raise ConfigurationError(
+                f"unknown runtime {self.runtime!r}: use one of {', '.join(RUNTIME_NAMES)}"
+            )
+        for name in ("max_jobs_per_child", "max_memory_per_child"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if self.runtime != "process":
+                raise ConfigurationError(
+                    f"{name} recycles child processes: it needs the process runtime "
+                    f"(--runtime process), not {self.runtime!r}"
+                )
+            if value < 1:
+                raise ConfigurationError(f"{name} must be at least 1, not {value}")
         if self.concurrency < 1:
             raise ConfigurationError(f"concurrency must be at least 1, not {self.concurrency}")
         if self.prefetch < 0:

@@ -172,6 +172,15 @@ def current_target() -> Target:
     return click.get_current_context().ensure_object(Target)
 
 
+def app_reference() -> str | None:
+    """``module:attribute`` of the running command's --app, or None without one."""
+    ref = current_target().app_ref
+    if ref is None:
+        return None
+    module, attr = _split_ref(ref)
+    return f"{module}:{attr}"
+
+
 @contextmanager
 def open_app(need_app: str | None = None) -> Iterator[App]:
     """The app the options name (or a bare App on the store), closed afterwards.

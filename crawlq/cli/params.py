@@ -31,6 +31,35 @@ def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> f
     return float(number) * _UNITS[(unit or "").lower()]
 
 
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "k": 1000, "kb": 1000, "kib": 2**10,
+    "m": 1000**2, "mb": 1000**2, "mib": 2**20,
+    "g": 1000**3, "gb": 1000**3, "gib": 2**30,
+}  # fmt: skip
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-z]*)\s*$", re.IGNORECASE)
+
+
+def size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    """Option callback: bytes, as a number or with a unit (``500MB``, ``1.5GiB``, ``800M``;
+    K, M, G are powers of 1000, KiB, MiB, GiB powers of 1024)."""
+    if value is None:
+        return None
+    match = _SIZE.match(value)
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _SIZE_UNITS:
+        raise click.BadParameter(
+            f"{value!r} is not a size: give bytes or a number with a unit "
+            "(500MB, 800MiB, 2GB, 1.5GiB)",
+            ctx,
+            param,
+        )
+    result = int(float(match.group(1)) * _SIZE_UNITS[unit])
+    if result < 1:
+        raise click.BadParameter(f"{value!r} is less than one byte", ctx, param)
+    return result
+
+
 def iso_datetime(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
     """Option callback: an ISO 8601 date and time; without an offset it is local time."""
     if value is None:

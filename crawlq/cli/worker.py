@@ -9,20 +9,23 @@ from contextlib import contextmanager
 
 import click
 
-from crawlq.cli.common import open_app, target_options
-from crawlq.cli.params import duration
+from crawlq.cli.common import app_reference, open_app, target_options
+from crawlq.cli.params import duration, size
 from crawlq.config import (
     DEFAULT_CONCURRENCY,
     DEFAULT_POLL_TIMEOUT,
     DEFAULT_RETENTION_SECONDS,
     DEFAULT_SHUTDOWN_GRACE,
+    RUNTIME_NAMES,
     WorkerSettings,
 )
-from crawlq.worker.runtime import RUNTIMES
 from crawlq.worker.worker import Worker
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+EXIT_RESTART = 75
+"""Exit code (EX_TEMPFAIL) of a worker that stopped itself to be restarted: threads it
+could not stop took all its slots."""
 
 
 @contextmanager
@@ -108,10 +111,26 @@ def summary(worker: Worker) -> str:
 )
 @click.option(
     "--runtime",
-    type=click.Choice(sorted(RUNTIMES)),
+    type=click.Choice(RUNTIME_NAMES),
     default="thread",
     show_default=True,
-    help="How jobs run inside the worker.",
+    help="How jobs run: thread (blocking I/O), asyncio (async def tasks, thousands in "
+    "flight) or process (one child process per slot: CPU work, browsers; jobs over "
+    "their timeout are killed).",
+)
+@click.option(
+    "--max-jobs-per-child",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Process runtime: replace a child process after N jobs (between two jobs).",
+)
+@click.option(
+    "--max-memory-per-child",
+    type=str,
+    callback=size,
+    metavar="SIZE",
+    help="Process runtime: replace a child process once its resident memory is above "
+    "SIZE (e.g. 500MB, 2GiB), between two jobs.",
 )
 @click.option("--burst", is_flag=True, help="Exit when no job is due and none is running.")
 @click.option(
@@ -129,6 +148,8 @@ def worker(
     poll_timeout: float,
     retention: float,
     runtime: str,
+    max_jobs_per_child: int | None,
+    max_memory_per_child: int | None,
     burst: bool,
     log_level: str,
 ) -> None:
@@ -137,12 +158,16 @@ def worker(
     The first SIGTERM or SIGINT (Ctrl-C) stops claiming and gives running jobs
     --shutdown-grace seconds to finish; a second one releases them at once. Released
     jobs go back to pending without using up an attempt. Exits 0 after a clean stop and
-    prints what the worker did.
+    prints what the worker did; exits 75 when it stopped itself to be restarted (thread
+    runtime: jobs past their timeout that cannot be stopped hold every slot).
 
     \b
     Example:
       crawlq worker --app myjobs:app --concurrency 8
       crawlq worker --app myjobs:app --queue pages --queue feeds --burst
+      crawlq worker --app myjobs:app --runtime asyncio --concurrency 1000
+      crawlq worker --app myjobs:app --runtime process --concurrency 4 \\
+          --max-jobs-per-child 20 --max-memory-per-child 1GiB
     """
     settings = WorkerSettings(
         queues=queues,
@@ -152,8 +177,13 @@ def worker(
         poll_timeout=poll_timeout,
         burst=burst,
         retention=retention,
+        runtime=runtime,
+        max_jobs_per_child=max_jobs_per_child,
+        max_memory_per_child=max_memory_per_child,
     )
     with open_app(need_app="crawlq worker") as app, logging_to_stderr(log_level):
-        running = Worker(app, settings, runtime=runtime)
+        running = Worker(app, settings, app_ref=app_reference())
         running.run()
         click.echo(summary(running))
+    if running.stuck:
+        raise SystemExit(EXIT_RESTART)

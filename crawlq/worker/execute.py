@@ -17,6 +17,7 @@ from crawlq.stores.base import Completion, Failure, Release
 
 if TYPE_CHECKING:
     from crawlq.app import App
+    from crawlq.tasks import Task
 
 Outcome = Completion | Failure | Release
 """What a finished attempt asks the store to record."""
@@ -52,28 +53,83 @@ def timed_out(job: Job, backoff: Backoff) -> Failure:
     return failure(job, exc, backoff, reason="timeout")
 
 
-def execute(app: App, job: Job, worker_id: str) -> Outcome:
-    """Run ``job``'s task with a fresh context; never raises for what the task does."""
+def lost(job: Job, backoff: Backoff, why: str) -> Failure:
+    """The Failure for an attempt whose process died under it (killed, crashed, out of
+    memory): reason ``worker_lost``; never a completion."""
+    return failure(job, RuntimeError(f"job {job.id}: {why}"), backoff, reason="worker_lost")
+
+
+def backoff_of(app: App, job: Job) -> Backoff:
+    """The retry backoff of ``job``'s task (the default one if the task is unknown)."""
+    task = app.tasks.get(job.task)
+    return task.options.backoff if task is not None else Backoff()
+
+
+def prepare(app: App, job: Job, worker_id: str) -> tuple[Task[Any, Any], JobContext] | Failure:
+    """The task and a fresh context for ``job``, or the Failure if its task is unknown."""
     try:
         task = app.get_task(job.task)
     except TaskNotFound as exc:
         return failure(job, exc, Backoff(), reason="unknown_task")
     log = logging.LoggerAdapter(task.logger, {"job_id": job.id, "attempt": job.attempts})
-    ctx = JobContext(job=job, app=app, worker_id=worker_id, log=log)
-    backoff = task.options.backoff
+    return task, JobContext(job=job, app=app, worker_id=worker_id, log=log)
+
+
+def settle(
+    app: App,
+    job: Job,
+    task: Task[Any, Any],
+    ctx: JobContext,
+    result: Any,
+    exc: BaseException | None,
+) -> Outcome:
+    """Turn what the task returned (or raised) into the store operation to record."""
+    if isinstance(exc, Snooze):
+        return Release(lease=job.lease, delay=max(0.0, exc.delay))
+    if exc is not None:
+        return failure(job, exc, task.options.backoff)
+    try:
+        encoded = encode_result(job.task, result, max_bytes=app.max_payload_bytes)
+    except PayloadError as err:
+        return failure(job, err, task.options.backoff, reason="bad_result")
+    return Completion(lease=job.lease, result=encoded, children=tuple(ctx.children))
+
+
+def execute(app: App, job: Job, worker_id: str) -> Outcome:
+    """Run ``job``'s task here and now (an ``async def`` task in a new event loop); never
+    raises for what the task does."""
+    prepared = prepare(app, job, worker_id)
+    if isinstance(prepared, Failure):
+        return prepared
+    task, ctx = prepared
     try:
         result: Any = task.fn(ctx, *job.args, **job.kwargs)
         if inspect.isawaitable(result):
             result = asyncio.run(_awaited(result))
-    except Snooze as snooze:
-        return Release(lease=job.lease, delay=max(0.0, snooze.delay))
     except BaseException as exc:  # a task's SystemExit must not kill its slot's thread
-        return failure(job, exc, backoff)
+        return settle(app, job, task, ctx, None, exc)
+    return settle(app, job, task, ctx, result, None)
+
+
+async def execute_async(app: App, job: Job, worker_id: str) -> Outcome:
+    """Run ``job``'s task in the running event loop: awaited if it is ``async def``, in a
+    thread otherwise. Cancelling the caller cancels the task (and raises CancelledError)."""
+    prepared = prepare(app, job, worker_id)
+    if isinstance(prepared, Failure):
+        return prepared
+    task, ctx = prepared
     try:
-        encoded = encode_result(job.task, result, max_bytes=app.max_payload_bytes)
-    except PayloadError as exc:
-        return failure(job, exc, backoff, reason="bad_result")
-    return Completion(lease=job.lease, result=encoded, children=tuple(ctx.children))
+        if inspect.iscoroutinefunction(task.fn):
+            result: Any = await task.fn(ctx, *job.args, **job.kwargs)
+        else:
+            result = await asyncio.to_thread(task.fn, ctx, *job.args, **job.kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:
+        return settle(app, job, task, ctx, None, exc)
+    return settle(app, job, task, ctx, result, None)
 
 
 async def _awaited(value: Any) -> Any:

@@ -22,9 +22,9 @@ from crawlq.exceptions import ConfigurationError, StoreError
 from crawlq.jobs import Job, Lease
 from crawlq.stores.base import ClaimParams, Release, WaitParams
 from crawlq.worker.acks import Acker
-from crawlq.worker.execute import Outcome, execute, timed_out
+from crawlq.worker.execute import Outcome, timed_out
 from crawlq.worker.heartbeat import Heartbeat
-from crawlq.worker.runtime import RUNTIMES, Runtime
+from crawlq.worker.runtimes import RUNTIMES, Runtime, RuntimeContext
 
 if TYPE_CHECKING:
     from crawlq.app import App
@@ -42,6 +42,8 @@ class _Held:
     """A job this worker holds a lease on."""
 
     job: Job
+    claimed: float
+    """Monotonic time of the claim: the store was reachable then."""
     deadline: float | None = None
     """Monotonic time after which the attempt times out; set when it starts."""
     started: bool = False
@@ -57,13 +59,19 @@ class WorkerCounters:
     released: int = 0
     timed_out: int = 0
     lost: int = 0
+    fenced: int = 0
+    """Jobs stopped because the store was unreachable for longer than their lease."""
     outcomes: dict[str, int] = field(default_factory=dict)
 
 
 class Worker:
-    """Runs the jobs of an app's queues until stopped (or, in burst mode, until idle)."""
+    """Runs the jobs of an app's queues until stopped (or, in burst mode, until idle).
 
-    def __init__(self, app: App, settings: WorkerSettings, runtime: str = "thread") -> None:
+    ``app_ref`` (``module:attribute``) is how the process runtime's children import the
+    app; without it they look for the app among the imported modules.
+    """
+
+    def __init__(self, app: App, settings: WorkerSettings, *, app_ref: str | None = None) -> None:
         self.app = app
         self.settings = settings
         self.queues = settings.queues or app.queues()
@@ -71,10 +79,6 @@ class Worker:
             raise ConfigurationError(
                 "the worker has no queue to take jobs from: register tasks on the app "
                 "(@app.task) or name queues with --queue"
-            )
-        if runtime not in RUNTIMES:
-            raise ConfigurationError(
-                f"unknown runtime {runtime!r}: available are {sorted(RUNTIMES)}"
             )
         self.id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.store = app.store
@@ -84,7 +88,14 @@ class Worker:
         self._wakeup = threading.Event()
         self._stopping = threading.Event()
         self._hurry = threading.Event()
-        self._runtime: Runtime = RUNTIMES[runtime](settings.concurrency, self._run_one)
+        self.stuck = False
+        """True when the worker stopped itself because threads it could not stop took
+        all its slots (the thread runtime); it should be restarted."""
+        self._runtime: Runtime = RUNTIMES[settings.runtime](
+            RuntimeContext(
+                app=app, worker_id=self.id, settings=settings, hooks=self, app_ref=app_ref
+            )
+        )
         self._acker = Acker(self.store, self._wakeup.set)
         shortest = min((t.options.lease for t in app.tasks.values()), default=30.0)
         self._heartbeat = Heartbeat(self.store, self._leases, shortest, self._lost)
@@ -123,10 +134,11 @@ class Worker:
         """Work until stopped; returns after a clean shutdown."""
         previous = self._install_signals()
         logger.info(
-            "worker %s taking jobs from %s with %d slots",
+            "worker %s taking jobs from %s with %d %s slots",
             self.id,
             ", ".join(self.queues),
             self.settings.concurrency,
+            self.settings.runtime,
         )
         self._runtime.start()
         self._acker.start()
@@ -144,6 +156,15 @@ class Worker:
         """One turn of the loop; True when a burst worker has run out of work."""
         self._maintain()
         self._enforce_timeouts()
+        self._fence()
+        if self._runtime.stuck():
+            logger.error(
+                "a job's thread ran past its timeout and has not stopped since; stopping this "
+                "worker so that it can be restarted (the process runtime kills such jobs: "
+                "--runtime process)"
+            )
+            self.stuck = True
+            return True
         capacity = self.settings.concurrency + self.settings.prefetch
         with self._lock:
             free = capacity - len(self._held)
@@ -174,9 +195,10 @@ class Worker:
             logger.warning("could not claim jobs, retrying: %s", exc)
             self._stopping.wait(0.5)
             return []
+        claimed = time.monotonic()
         with self._lock:
             for job in jobs:
-                self._held[job.id] = _Held(job)
+                self._held[job.id] = _Held(job, claimed)
         self.counters.claimed += len(jobs)
         for job in jobs:
             self._runtime.submit(job)
@@ -200,16 +222,19 @@ class Worker:
 
     # -- running a job ---------------------------------------------------------------
 
-    def _run_one(self, job: Job) -> None:
-        """Called by the runtime in its own unit of execution."""
+    def begin(self, job: Job) -> bool:
+        """The runtime is starting ``job`` (runtime hook); False if no longer ours."""
         with self._lock:
             held = self._held.get(job.id)
             if held is None:
-                return  # released at shutdown before it started
+                return False  # released at shutdown, or lost, before it started
             held.started = True
             if job.timeout is not None:
                 held.deadline = time.monotonic() + job.timeout
-        outcome = execute(self.app, job, self.id)
+        return True
+
+    def end(self, job: Job, outcome: Outcome) -> None:
+        """The runtime finished ``job`` (runtime hook)."""
         self._finish(job.id, outcome)
 
     def _finish(self, job_id: int, outcome: Outcome) -> None:
@@ -236,7 +261,33 @@ class Worker:
             logger.warning("job %s ran past its timeout of %s s", held.job.id, held.job.timeout)
             self.counters.timed_out += 1
             self._finish(held.job.id, timed_out(held.job, backoff))
-            self._runtime.replace_slot()
+            self._runtime.cancel(held.job)
+
+    def _fence(self) -> None:
+        """Stop the jobs whose lease may have passed to another worker: the store has
+        not been reached (claim or heartbeat) for longer than the job's lease."""
+        now = time.monotonic()
+        reached = self._heartbeat.last_success
+        with self._lock:
+            gone = [
+                h
+                for h in self._held.values()
+                if now - max(reached, h.claimed) > h.job.lease_seconds
+            ]
+            for held in gone:
+                del self._held[held.job.id]
+        for held in gone:
+            self.counters.fenced += 1
+            logger.error(
+                "job %s: the store has been unreachable for longer than its lease of %s s, "
+                "so another worker may run it now; stopping it here",
+                held.job.id,
+                held.job.lease_seconds,
+            )
+            if held.started:
+                self._runtime.cancel(held.job)
+        if gone:
+            self._wakeup.set()
 
     # -- leases ----------------------------------------------------------------------
 

@@ -1,0 +1,92 @@
+"""The asyncio runtime: one event loop in its own thread, up to N jobs in flight.
+
+``async def`` tasks are awaited on the loop, so one process keeps thousands of fetches in
+flight; a plain ``def`` task runs in the loop's default thread pool (prefer the thread
+runtime for those). Cancelling a job cancels its asyncio task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
+
+from crawlq.jobs import Job
+from crawlq.worker.execute import execute_async
+
+if TYPE_CHECKING:
+    from crawlq.worker.runtimes import RuntimeContext
+
+logger = logging.getLogger("crawlq.worker")
+
+
+class AsyncioRuntime:
+    def __init__(self, ctx: RuntimeContext) -> None:
+        self._ctx = ctx
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._serve, name="crawlq-asyncio", daemon=True)
+        self._tasks: dict[int, asyncio.Task[None]] = {}  # touched on the loop only
+        self._ready = threading.Event()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.call_soon(self._ready.set)
+        self._loop.run_forever()
+        self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+        self._loop.close()
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait()
+
+    def submit(self, job: Job) -> None:
+        self._loop.call_soon_threadsafe(self._start_job, job)
+
+    def _start_job(self, job: Job) -> None:
+        self._tasks[job.id] = self._loop.create_task(self._run(job), name=f"crawlq-job-{job.id}")
+
+    async def _run(self, job: Job) -> None:
+        hooks = self._ctx.hooks
+        try:
+            if not hooks.begin(job):
+                return
+            outcome = await execute_async(self._ctx.app, job, self._ctx.worker_id)
+        except asyncio.CancelledError:
+            return  # the worker gave up on it and has recorded why
+        finally:
+            self._tasks.pop(job.id, None)
+        hooks.end(job, outcome)
+
+    def take_unstarted(self) -> list[Job]:
+        return []  # a submitted job starts at once: the worker never over-submits
+
+    def cancel(self, job: Job) -> None:
+        def cancel_on_loop() -> None:
+            task = self._tasks.get(job.id)
+            if task is not None:
+                task.cancel()
+
+        if not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(cancel_on_loop)
+
+    def stuck(self) -> int:
+        return 0
+
+    def stop(self) -> None:
+        if self._loop.is_closed() or not self._thread.is_alive():
+            return
+        done: Future[None] = asyncio.run_coroutine_threadsafe(self._cancel_all(), self._loop)
+        try:
+            done.result(timeout=10)
+        except Exception as exc:
+            logger.warning("asyncio runtime: cancelling jobs at stop failed: %r", exc)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+    async def _cancel_all(self) -> None:
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
