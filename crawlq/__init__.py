@@ -29,6 +29,8 @@ from crawlq.jobs import (
     Outcome,
     QueueStats,
     ScheduleResult,
+    WorkerInfo,
+    WorkerState,
 )
 from crawlq.retry import Backoff
 from crawlq.stores import Store, open_store
@@ -62,6 +64,8 @@ __all__ = [
     "TaskNotFound",
     "TaskOptions",
     "Worker",
+    "WorkerInfo",
     "WorkerSettings",
+    "WorkerState",
     "open_store",
 ]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from crawlq.config import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_STORE_URL, WorkerSettings
 from crawlq.exceptions import ConfigurationError, TaskNotFound
-from crawlq.jobs import Job, JobSpec, QueueStats, ScheduleResult
+from crawlq.jobs import Job, JobSpec, QueueStats, ScheduleResult, WorkerInfo
 from crawlq.payload import encode_arguments
 from crawlq.stores import Store, open_store
 from crawlq.tasks import Task, make_options
@@ -170,6 +170,10 @@ class App:
 
     def stats(self) -> list[QueueStats]:
         return self.store.queue_stats()
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every registered worker, alive ones first (see ``Store.worker_list``)."""
+        return self.store.worker_list()
 
     def worker(self, settings: WorkerSettings | None = None) -> Worker:
         """A worker for this app's tasks (``worker.run()`` blocks until it stops)."""

@@ -154,3 +154,43 @@ class QueueStats:
     @property
     def pending(self) -> int:
         return self.due + self.scheduled
+
+
+class WorkerState(StrEnum):
+    """Where a registered worker is in its life."""
+
+    ALIVE = "alive"
+    """Registered and heartbeating (or not yet found overdue by ``worker_reap``)."""
+    STOPPED = "stopped"
+    """Exited cleanly (``worker_stop``)."""
+    DEAD = "dead"
+    """Its heartbeat was overdue: ``worker_reap`` returned its leases."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WorkerInfo:
+    """A worker as the store knows it. Times are on the store's clock.
+
+    ``worker_register`` takes one with the identity fields filled in (id, host, pid,
+    queues, runtime, concurrency) and sets ``started_at``, ``last_heartbeat`` and
+    ``state`` itself; ``worker_list`` returns them whole.
+    """
+
+    id: str
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    runtime: str
+    """``asyncio``, ``thread`` or ``process``."""
+    concurrency: int
+    """Slots: the most jobs it runs at once."""
+    started_at: Timestamp = 0.0
+    last_heartbeat: Timestamp = 0.0
+    running: int = 0
+    done: int = 0
+    failed: int = 0
+    rss_bytes: int | None = None
+    """Resident memory of the worker (and its children), if it reports it."""
+    state: WorkerState = WorkerState.ALIVE
+    stopped_at: Timestamp | None = None
+    """When it stopped cleanly or was declared dead; None while alive."""

@@ -244,6 +244,23 @@ def latencies(ledger: Ledger) -> list[float]:
     return out
 
 
+def latencies_without_warmup(ledger: Ledger) -> list[float]:
+    """The timed jobs' delays: every ledger line but the warm-up job's (id -1)."""
+    timed = [line for line in ledger.lines() if not line.startswith("-1 ")]
+    return [float(started) - float(sent) for _i, sent, started in map(str.split, timed)]
+
+
+def check_tree(ledger: Ledger, total: int, who: str) -> None:
+    """Every job of the fan-out tree ran, exactly once."""
+    ids = sorted(int(line) for line in ledger.lines())
+    if ids != list(range(total)):
+        missing = sorted(set(range(total)) - set(ids))[:10]
+        raise RuntimeError(
+            f"{who} fan-out: {len(ids)} ledger lines for {total} jobs "
+            f"({len(ids) - len(set(ids))} duplicates; missing e.g. {missing})"
+        )
+
+
 def send_paced(send: Callable[[int, float], None], count: int, rate: float) -> None:
     """Call ``send(i, time.time())`` ``count`` times at ``rate`` per second (on a fixed
     timetable, so a slow call does not slow the ones after it)."""

@@ -1,15 +1,19 @@
 """RQ (https://python-rq.org) on Redis.
 
-CONFIG: ``rq worker-pool --num-workers 2 --burst QUEUE``: RQ runs one job at a time per
-worker process (the default ``Worker`` forks a work horse for every job), and its docs
-scale out by running more workers, one per core being the usual starting point; on a
-2-core machine that is a pool of 2. Default serializer (pickle), default result TTL
-(500 s: finished jobs go to the queue's finished registry), default logging (one line per
-job, written to a file). Bulk: ``Queue.enqueue_many`` of ``Queue.prepare_data`` specs in
-a Redis pipeline, 500 per call (as RQ's docs show).
+CONFIG: ``rq worker-pool --num-workers 2 QUEUE`` (``--burst`` for the drain): RQ runs one
+job at a time per worker process (the default ``Worker`` forks a work horse for every
+job), and its docs scale out by running more workers, one per core being the usual
+starting point; on a 2-core machine that is a pool of 2, so 2 simulated fetches in flight
+in the fan-out. Default serializer (pickle), default result TTL (500 s: finished jobs go
+to the queue's finished registry), default logging (one line per job, written to a file).
+Bulk: ``Queue.enqueue_many`` of ``Queue.prepare_data`` specs in a Redis pipeline, 500 per
+call (as RQ's docs show); the deep queue is queued the same way. Fan-out children:
+``Queue(job.origin, connection=job.connection).enqueue`` inside the job
+(``rq.get_current_job()``). Latency, fan-out and deep-queue workers run without
+``--burst`` (they wait for jobs) and are stopped after.
 
 Done detection: the size of the queue's finished job registry (a ZCARD, polled every
-20 ms) reaching N.
+20 ms) reaching N (drain); the ledger the tasks write to (the others).
 """
 
 from __future__ import annotations
@@ -18,15 +22,54 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import BIN, BULK_BATCH, Workers, wait_until, write_module
+from common import (
+    BIN,
+    BULK_BATCH,
+    LEDGER_CODE,
+    LEDGER_SKIP,
+    Ledger,
+    Workers,
+    check_tree,
+    latencies_without_warmup,
+    send_paced,
+    wait_deep,
+    wait_until,
+    write_module,
+)
 
-TASKS = '''\
+TASKS = (
+    '''\
 """RQ tasks of the peer benchmark (written by bench/peers/rq_peer.py)."""
 
+import time
+
+from rq import Queue, get_current_job
+'''
+    + LEDGER_CODE
+    + """
 
 def noop(i):
     return None
-'''
+
+
+def latency(i, sent):
+    ledger_write(f"{i} {sent} {time.time()}")
+
+
+def fan(i, total, sleep):
+    time.sleep(sleep)
+    job = get_current_job()
+    queue = Queue(job.origin, connection=job.connection)
+    for c in (3 * i + 1, 3 * i + 2, 3 * i + 3):
+        if c < total:
+            queue.enqueue(fan, c, total, sleep)
+    ledger_write(i)
+
+
+def deep(i):
+    ledger_write(i)
+"""
+)
 
 WORKERS = 2
 
@@ -52,6 +95,16 @@ class RqPeer:
         self.counter += 1
         return Queue(f"r{self.counter:03d}_{tag}", connection=self.conn)
 
+    def workers(self, q: Any, burst: bool = False) -> tuple[Workers, list[str]]:
+        workers = Workers(self.tmp, f"{q.name}")
+        cmd = [str(BIN / "rq"), "worker-pool", "--num-workers", str(WORKERS)]
+        cmd += ["--burst"] if burst else []
+        cmd += ["--url", self.url, q.name]
+        return workers, cmd
+
+    def ledger(self, q: Any) -> Ledger:
+        return Ledger(self.tmp / f"ledger-{q.name}.txt")
+
     def schedule_one(self, n: int) -> float:
         q = self.queue("one")
         noop = self.mod.noop
@@ -63,15 +116,15 @@ class RqPeer:
         self.check(q, n)
         return elapsed
 
-    def bulk(self, q: Any, n: int) -> None:
+    def bulk(self, q: Any, n: int, func: Any = None) -> None:
         from rq import Queue
 
-        noop = self.mod.noop
+        func = func or self.mod.noop
         for start in range(0, n, BULK_BATCH):
             with self.conn.pipeline() as pipe:
                 q.enqueue_many(
                     [
-                        Queue.prepare_data(noop, (i,))
+                        Queue.prepare_data(func, (i,))
                         for i in range(start, min(n, start + BULK_BATCH))
                     ],
                     pipeline=pipe,
@@ -98,9 +151,7 @@ class RqPeer:
         self.bulk(q, n)
         self.check(q, n)
         registry = q.finished_job_registry
-        workers = Workers(self.tmp, f"drain-{self.counter:03d}")
-        cmd = [str(BIN / "rq"), "worker-pool", "--num-workers", str(WORKERS), "--burst"]
-        cmd += ["--url", self.url, q.name]
+        workers, cmd = self.workers(q, burst=True)
         self.gate.wait()
         try:
             t0 = time.perf_counter()
@@ -110,6 +161,57 @@ class RqPeer:
         finally:
             workers.stop()
         return elapsed
+
+    def latency(self, count: int, rate: float) -> list[float]:
+        q = self.queue("latency")
+        task = self.mod.latency
+        ledger = self.ledger(q)
+        workers, cmd = self.workers(q)
+        try:
+            workers.start(cmd, ledger.env)
+            q.enqueue(task, -1, time.time())
+            wait_until(lambda: ledger.count() >= 1, workers, "rq latency warm-up")
+            time.sleep(1.0)
+            self.gate.wait()
+            send_paced(lambda i, sent: q.enqueue(task, i, sent), count, rate)
+            wait_until(lambda: ledger.count() >= count + 1, workers, "rq latency")
+        finally:
+            workers.stop()
+            q.delete()
+        return latencies_without_warmup(ledger)
+
+    def fanout(self, total: int, sleep: float) -> float:
+        q = self.queue("fanout")
+        q.enqueue(self.mod.fan, 0, total, sleep)
+        self.check(q, 1)
+        ledger = self.ledger(q)
+        workers, cmd = self.workers(q)
+        self.gate.wait()
+        try:
+            t0 = time.perf_counter()
+            workers.start(cmd, ledger.env)
+            t1 = wait_until(lambda: ledger.count() >= total, workers, "rq fan-out")
+        finally:
+            workers.stop()
+            q.delete()
+        check_tree(ledger, total, "rq")
+        return t1 - t0
+
+    def deep(self, n: int, sample: int) -> tuple[float, int]:
+        if n < LEDGER_SKIP + sample:
+            raise ValueError(f"rq deep: n={n} < LEDGER_SKIP + sample = {LEDGER_SKIP + sample}")
+        q = self.queue("deep")
+        self.bulk(q, n, self.mod.deep)
+        self.check(q, n)
+        ledger = self.ledger(q)
+        workers, cmd = self.workers(q)
+        self.gate.wait()
+        try:
+            workers.start(cmd, ledger.env)
+            return wait_deep(ledger, workers, "rq deep queue", sample)
+        finally:
+            workers.stop()
+            q.delete()  # the queued jobs' hashes too (a Lua loop in Redis)
 
     def close(self) -> None:
         self.conn.close()

@@ -1,7 +1,7 @@
 """The ``crawlq`` command: ``main()`` and the assembly of its subcommands.
 
-One module per subcommand group: ``worker``, ``stats``, ``jobs`` (jobs, job, cancel,
-prune), ``dlq`` and ``schedule``; ``common`` holds the ``--app``/``--store`` target and
+One module per subcommand group: ``worker``, ``workers``, ``stats``, ``jobs`` (jobs, job,
+cancel, prune), ``dlq`` and ``schedule``; ``common`` holds the ``--app``/``--store`` target and
 error handling, ``output`` the tables and JSON, ``params`` the option types.
 cli/ is the only part of crawlq that reads environment variables (``CRAWLQ_APP`` and
 ``CRAWLQ_STORE``, in ``common``).
@@ -17,6 +17,7 @@ from crawlq.cli.jobs import cancel, job, jobs, prune
 from crawlq.cli.schedule import schedule
 from crawlq.cli.stats import stats
 from crawlq.cli.worker import worker
+from crawlq.cli.workers import workers
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -29,8 +30,8 @@ def cli(ctx: click.Context) -> None:
     """crawlq: a durable job queue for web scraping.
 
     --app and --store can be given here or to each command (the command's value wins).
-    Commands that only read or manage jobs (stats, jobs, job, dlq, cancel, prune,
-    schedule) need only a store; worker needs --app.
+    Commands that only read or manage jobs (stats, workers, jobs, job, dlq, cancel,
+    prune, schedule) need only a store; worker needs --app.
 
     \b
     Example:
@@ -42,7 +43,7 @@ def cli(ctx: click.Context) -> None:
     ctx.ensure_object(Target)
 
 
-for command in (worker, schedule, stats, jobs, job, cancel, prune, dlq):
+for command in (worker, workers, schedule, stats, jobs, job, cancel, prune, dlq):
     cli.add_command(command)
 
 

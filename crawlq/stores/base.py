@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from crawlq.jobs import Job, JobSpec, JobState, Lease, QueueStats, ScheduleResult
+from crawlq.jobs import Job, JobSpec, JobState, Lease, QueueStats, ScheduleResult, WorkerInfo
 from crawlq.types import JobId, JSONValue, Timestamp
 
 
@@ -112,6 +112,12 @@ class Store(Protocol):
       job; a stale token changes nothing and reports False for that item.
     - A running job whose lease expired is returned by ``job_expire_leases``: pending
       again if it has attempts left, else dead with reason ``lease_expired``.
+    - Workers register and heartbeat. ``worker_reap`` declares dead every alive worker
+      whose heartbeat is overdue and returns its running jobs at once, as an expired lease
+      is returned (reason ``worker_lost``); their old lease tokens are stale from then on,
+      and the dead worker's own heartbeat is refused.
+    - ``maintenance_acquire`` is a named lease: at most one owner holds a duty until its
+      ttl runs out.
     """
 
     capabilities: Capabilities
@@ -182,3 +188,48 @@ class Store(Protocol):
 
     def queue_stats(self, *, now: Timestamp | None = None) -> list[QueueStats]:
         """Counts for every queue that has or had jobs, sorted by queue name."""
+
+    # -- workers and maintenance -------------------------------------------------------
+
+    def worker_register(self, info: WorkerInfo, *, now: Timestamp | None = None) -> None:
+        """Insert or replace the record of ``info.id``, alive, with started_at and
+        last_heartbeat = now; its identity and counters come from ``info``."""
+
+    def worker_heartbeat(
+        self,
+        worker_id: str,
+        *,
+        running: int,
+        done: int,
+        failed: int,
+        rss_bytes: int | None,
+        now: Timestamp | None = None,
+    ) -> bool:
+        """Record an alive worker's counters and last_heartbeat = now. False, changing
+        nothing, if the worker is unknown, stopped or was declared dead (it has then lost
+        every lease it held)."""
+
+    def worker_stop(self, worker_id: str, *, now: Timestamp | None = None) -> None:
+        """A clean exit: an alive worker becomes stopped, with stopped_at = now. A dead or
+        unknown worker is left as it is."""
+
+    def worker_list(self, *, now: Timestamp | None = None) -> list[WorkerInfo]:
+        """Every registered worker: alive ones first, then by started_at (then id)."""
+
+    def worker_reap(self, *, dead_after: float, now: Timestamp | None = None) -> list[str]:
+        """Declare dead every alive worker whose last heartbeat is older than
+        ``now - dead_after``, and in the same transaction return each running job it holds
+        as ``job_expire_leases`` would (pending again if it has attempts left, else dead
+        with reason ``worker_lost``), clearing their lease tokens. Returns the ids of the
+        workers declared dead, sorted."""
+
+    def worker_prune(self, *, older_than: float, now: Timestamp | None = None) -> int:
+        """Delete stopped and dead workers that ended more than ``older_than`` s ago;
+        returns how many."""
+
+    def maintenance_acquire(
+        self, duty: str, owner: str, ttl: float, *, now: Timestamp | None = None
+    ) -> bool:
+        """Take or renew the named lease ``duty`` for ``owner`` until now + ttl, atomically.
+        True if ``owner`` holds it now (it was free, expired, or already ``owner``'s);
+        False, changing nothing, while another owner holds it unexpired."""

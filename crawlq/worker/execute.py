@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
+import threading
 import traceback
 from typing import TYPE_CHECKING, Any
 
@@ -113,7 +115,8 @@ def execute(app: App, job: Job, worker_id: str) -> Outcome:
 
 async def execute_async(app: App, job: Job, worker_id: str) -> Outcome:
     """Run ``job``'s task in the running event loop: awaited if it is ``async def``, in a
-    thread otherwise. Cancelling the caller cancels the task (and raises CancelledError)."""
+    daemon thread of its own otherwise. Cancelling the caller cancels an ``async def``
+    task (CancelledError is raised in it) and abandons a thread."""
     prepared = prepare(app, job, worker_id)
     if isinstance(prepared, Failure):
         return prepared
@@ -122,7 +125,7 @@ async def execute_async(app: App, job: Job, worker_id: str) -> Outcome:
         if inspect.iscoroutinefunction(task.fn):
             result: Any = await task.fn(ctx, *job.args, **job.kwargs)
         else:
-            result = await asyncio.to_thread(task.fn, ctx, *job.args, **job.kwargs)
+            result = await in_daemon_thread(task.fn, ctx, *job.args, **job.kwargs)
             if inspect.isawaitable(result):
                 result = await result
     except asyncio.CancelledError:
@@ -130,6 +133,33 @@ async def execute_async(app: App, job: Job, worker_id: str) -> Outcome:
     except BaseException as exc:
         return settle(app, job, task, ctx, None, exc)
     return settle(app, job, task, ctx, result, None)
+
+
+async def in_daemon_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``await fn(*args, **kwargs)`` run in a new daemon thread. Unlike
+    ``asyncio.to_thread``, a call still blocking when the worker exits (a released or
+    timed-out job) cannot keep the process alive."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+
+    def settle(value: Any, exc: BaseException | None) -> None:
+        if future.done():
+            return  # cancelled meanwhile
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(value)
+
+    def target() -> None:
+        try:
+            value, exc = fn(*args, **kwargs), None
+        except BaseException as err:  # handed to the awaiting coroutine
+            value, exc = None, err
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            loop.call_soon_threadsafe(settle, value, exc)
+
+    threading.Thread(target=target, name="crawlq-sync-task", daemon=True).start()
+    return await future
 
 
 async def _awaited(value: Any) -> Any:

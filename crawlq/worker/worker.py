@@ -19,22 +19,30 @@ from typing import TYPE_CHECKING, Any
 
 from crawlq.config import WorkerSettings
 from crawlq.exceptions import ConfigurationError, StoreError
-from crawlq.jobs import Job, Lease
+from crawlq.jobs import Job, Lease, WorkerInfo
 from crawlq.stores.base import ClaimParams, Release, WaitParams
 from crawlq.worker.acks import Acker
 from crawlq.worker.execute import Outcome, timed_out
 from crawlq.worker.heartbeat import Heartbeat
 from crawlq.worker.runtimes import RUNTIMES, Runtime, RuntimeContext
+from crawlq.worker.runtimes.processes import resident_bytes
 
 if TYPE_CHECKING:
     from crawlq.app import App
 
 logger = logging.getLogger("crawlq.worker")
 
-EXPIRE_EVERY = 1.0
-"""Seconds between two looks for expired leases."""
+EXPIRE_EVERY = 0.5
+"""Seconds between two looks for expired leases and dead workers (by the worker holding
+that duty; the others only try to take the duty over)."""
+DUTY_TTL = 1.25
+"""Seconds the "leases" duty stays with a worker that stopped renewing it: how long a
+dead maintainer delays the return of expired leases, at most."""
 PRUNE_EVERY = 60.0
 """Seconds between two prunes of finished jobs past retention."""
+DEAD_AFTER = 30.0
+"""Seconds without a heartbeat after which a worker is declared dead and its jobs are
+returned at once (every worker heartbeats at least every ``REGISTRY_EVERY`` = 5 s)."""
 
 
 @dataclass
@@ -98,7 +106,9 @@ class Worker:
         )
         self._acker = Acker(self.store, self._wakeup.set)
         shortest = min((t.options.lease for t in app.tasks.values()), default=30.0)
-        self._heartbeat = Heartbeat(self.store, self._leases, shortest, self._lost)
+        self._heartbeat = Heartbeat(
+            self.store, self._leases, shortest, self._lost, registry=self._beat_registry
+        )
         self._next_expire = 0.0
         self._next_prune = 0.0
 
@@ -140,6 +150,7 @@ class Worker:
             self.settings.concurrency,
             self.settings.runtime,
         )
+        self._register()
         self._runtime.start()
         self._acker.start()
         self._heartbeat.start()
@@ -306,17 +317,80 @@ class Worker:
             )
             self._wakeup.set()
 
+    # -- the worker's record, and maintenance ------------------------------------------
+
+    def _info(self) -> WorkerInfo:
+        host, pid, _ = self.id.rsplit(":", 2)
+        return WorkerInfo(
+            id=self.id,
+            host=host,
+            pid=int(pid),
+            queues=tuple(self.queues),
+            runtime=self.settings.runtime,
+            concurrency=self.settings.concurrency,
+        )
+
+    def _register(self) -> None:
+        try:
+            self.store.worker_register(self._info())
+        except StoreError as exc:
+            logger.warning("could not register this worker, will retry: %s", exc)
+
+    def _beat_registry(self) -> None:
+        """Heartbeat this worker's record. If the store declared it dead (it went quiet
+        for longer than DEAD_AFTER), its jobs were given back: stop them, register anew."""
+        with self._lock:
+            running = sum(1 for h in self._held.values() if h.started)
+        try:
+            alive = self.store.worker_heartbeat(
+                self.id,
+                running=running,
+                done=self.counters.done,
+                failed=self.counters.failed,
+                rss_bytes=resident_bytes(os.getpid()),
+            )
+        except StoreError as exc:
+            logger.warning("worker heartbeat failed, will retry: %s", exc)
+            return
+        if alive:
+            return
+        with self._lock:
+            gone = list(self._held.values())
+            self._held.clear()
+        logger.error(
+            "the store declared this worker dead (no heartbeat for %s s) and gave its %d "
+            "jobs to other workers; stopping them here and registering again",
+            DEAD_AFTER,
+            len(gone),
+        )
+        for held in gone:
+            self.counters.lost += 1
+            if held.started:
+                self._runtime.cancel(held.job)
+        self._register()
+        self._wakeup.set()
+
     def _maintain(self) -> None:
+        """Return expired leases and dead workers' jobs, prune old jobs and records: each
+        duty done by one worker at a time, under a lease on the duty."""
         now = time.monotonic()
         try:
             if now >= self._next_expire:
                 self._next_expire = now + EXPIRE_EVERY
-                returned = self.store.job_expire_leases()
-                if returned:
-                    logger.warning("returned %d expired leases: %s", len(returned), returned)
+                if self.store.maintenance_acquire("leases", self.id, DUTY_TTL):
+                    returned = self.store.job_expire_leases()
+                    if returned:
+                        logger.warning("returned %d expired leases: %s", len(returned), returned)
+                    dead = self.store.worker_reap(dead_after=DEAD_AFTER)
+                    if dead:
+                        logger.warning(
+                            "declared dead (no heartbeat for %s s): %s", DEAD_AFTER, dead
+                        )
             if now >= self._next_prune:
                 self._next_prune = now + PRUNE_EVERY
-                self.store.job_prune(retention=self.settings.retention)
+                if self.store.maintenance_acquire("prune", self.id, PRUNE_EVERY / 2):
+                    self.store.job_prune(retention=self.settings.retention)
+                    self.store.worker_prune(older_than=self.settings.retention)
         except StoreError as exc:
             logger.warning("maintenance failed, will retry: %s", exc)
 
@@ -344,6 +418,10 @@ class Worker:
         self._runtime.stop()
         self._heartbeat.stop()
         self._acker.stop()
+        try:
+            self.store.worker_stop(self.id)
+        except StoreError as exc:
+            logger.warning("could not record this worker's stop: %s", exc)
         logger.info("worker %s stopped: %s", self.id, self.counters)
 
     def _release(self, job_ids: list[int]) -> None:

@@ -112,7 +112,10 @@ def test_random_sigkills_lose_nothing_and_orphans_come_back_within_a_lease(
         if pid in killed_at and (job_id, attempt) not in ended:
             again = [r[2] for r in starts if r[0] == job_id and r[1] > attempt]
             assert again, (job_id, attempt)
-            assert min(again) - killed_at[pid] <= LEASE + 2.0, (job_id, attempt)
+            gap = min(again) - killed_at[pid]
+            assert gap <= LEASE + 2.0, (
+                f"job {job_id} attempt {attempt}: again {gap:.2f} s after the kill"
+            )
     assert len(kills) >= 1
     app.close()
 

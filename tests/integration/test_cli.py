@@ -19,6 +19,8 @@ from click.testing import CliRunner, Result
 
 from crawlq.cli import cli
 from crawlq.cli.output import first_line, human_age
+from crawlq.jobs import WorkerInfo
+from crawlq.stores import open_store
 from tests.integration.conftest import wait_until
 
 TASKS = """
@@ -107,7 +109,7 @@ def stats_of(crawlq: Invoke, queue: str) -> dict[str, Any]:
 def test_help_names_every_command_and_the_env_vars(crawlq: Invoke) -> None:
     result = crawlq("--help", store=False)
     assert result.exit_code == 0
-    for word in ("worker", "schedule", "stats", "jobs", "job", "dlq", "cancel", "prune"):
+    for word in ("worker", "workers", "schedule", "stats", "jobs", "job", "dlq", "cancel", "prune"):
         assert f"  {word} " in result.stdout
     assert "CRAWLQ_STORE" in result.stdout and "CRAWLQ_APP" in result.stdout
 
@@ -118,6 +120,7 @@ def test_help_names_every_command_and_the_env_vars(crawlq: Invoke) -> None:
         (["worker"], ["--concurrency", "[default: 8]", "--burst", "[default: 30]"]),
         (["schedule"], ["--args", "JSON_ARRAY", "--delay", "--at", "--key"]),
         (["stats"], ["--json"]),
+        (["workers"], ["--json"]),
         (["jobs"], ["--state", "[default: 50;", "--after-id"]),
         (["job"], ["--json"]),
         (["cancel"], ["ID..."]),
@@ -199,6 +202,56 @@ def test_tables_for_people(crawlq: Invoke) -> None:
     assert "fetch" in listing and "pending" in listing and "0/3" in listing
     detail = crawlq("job", "1").stdout
     assert '["https://example.com/[x]"]' in detail  # shown as is, not as rich markup
+
+
+def test_workers_lists_registered_workers(crawlq: Invoke, store_url: str) -> None:
+    assert "no workers yet" in crawlq("workers").stderr
+    assert as_json(crawlq("workers", "--json")) == []
+    store = open_store(store_url)
+    try:
+        now = store.now()
+        for worker_id, started in (("w-old", now - 7200), ("w-new", now - 90)):
+            store.worker_register(
+                WorkerInfo(
+                    id=worker_id,
+                    host="box-1",
+                    pid=4242,
+                    queues=("pages", "fetch"),
+                    runtime="asyncio",
+                    concurrency=64,
+                ),
+                now=started,
+            )
+        assert store.worker_heartbeat(
+            "w-new", running=5, done=1200, failed=7, rss_bytes=300 * 2**20, now=now - 2
+        )
+        assert store.worker_reap(dead_after=60, now=now) == ["w-old"]
+    finally:
+        store.close()
+
+    table = crawlq("workers").stdout
+    for header in ("ID", "HOST", "PID", "STATE", "RUNTIME", "SLOTS", "MEMORY", "HEARTBEAT"):
+        assert header in table
+    lines = table.splitlines()
+    new_row = next(line for line in lines if line.startswith("w-new"))
+    old_row = next(line for line in lines if line.startswith("w-old"))
+    assert lines.index(new_row) < lines.index(old_row)  # alive first
+    assert new_row.split()[:9] == [
+        "w-new", "box-1", "4242", "alive", "asyncio", "64", "5", "1200", "7"
+    ]  # fmt: skip
+    assert "300.0 MiB" in new_row and "1.5 min ago" in new_row
+    assert "dead" in old_row and "2.0 h ago" in old_row and " - " in old_row
+
+    rows = as_json(crawlq("workers", "--json"))
+    assert [r["id"] for r in rows] == ["w-new", "w-old"]
+    new, old = rows
+    assert new["state"] == "alive" and old["state"] == "dead"
+    assert new["queues"] == ["pages", "fetch"] and new["concurrency"] == 64
+    assert (new["running"], new["done"], new["failed"]) == (5, 1200, 7)
+    assert new["rss_bytes"] == 300 * 2**20 and old["rss_bytes"] is None
+    assert new["stopped_at"] is None and old["stopped_at"] is not None
+    assert 1.5 <= new["last_heartbeat_age"] < 60
+    assert new["started_at"].endswith("+00:00")
 
 
 def test_missing_job_is_a_clean_error(crawlq: Invoke) -> None:
@@ -289,6 +342,23 @@ def test_worker_needs_an_app(crawlq: Invoke) -> None:
 def test_worker_settings_are_checked(crawlq: Invoke, tasks_module: str) -> None:
     result = crawlq("worker", "--app", f"{tasks_module}:app", "--concurrency", "0")
     assert_clean_error(result, 1, "concurrency must be at least 1")
+    result = crawlq("worker", "--app", f"{tasks_module}:app", "--max-jobs-per-child", "5")
+    assert_clean_error(result, 1, "needs the process runtime", "--runtime process")
+    result = crawlq(
+        "worker", "--app", f"{tasks_module}:app", "--runtime", "process",
+        "--max-memory-per-child", "lots",
+    )  # fmt: skip
+    assert_clean_error(result, 2, "'lots' is not a size", "500MB")
+
+
+@pytest.mark.parametrize(
+    ("text", "size"),
+    [("500MB", 500_000_000), ("800MiB", 800 * 2**20), ("1.5GiB", int(1.5 * 2**30)), ("4096", 4096)],
+)
+def test_sizes(text: str, size: int) -> None:
+    from crawlq.cli.params import size as parse_size
+
+    assert parse_size(None, None, text) == size  # type: ignore[arg-type]
 
 
 def test_schedule_with_app_uses_the_task_options(crawlq: Invoke, tasks_module: str) -> None:

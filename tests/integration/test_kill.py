@@ -5,6 +5,8 @@ from __future__ import annotations
 import signal
 import time
 
+import pytest
+
 import crawlq
 from crawlq import JobState
 from crawlq.stores.base import JobFilter
@@ -57,7 +59,8 @@ def test_jobs_held_by_a_killed_worker_all_end_done(procs: Processes) -> None:
     app.close()
 
 
-def test_sigterm_finishes_short_jobs_and_releases_long_ones(procs: Processes) -> None:
+@pytest.mark.parametrize("runtime", ["thread", "asyncio", "process"])
+def test_sigterm_finishes_short_jobs_and_releases_long_ones(procs: Processes, runtime: str) -> None:
     procs.write_module("killtasks", TASKS)
     app = crawlq.App(procs.store_url)
     fetch = app.task(name="fetch", lease=1.0, max_attempts=3)(lambda ctx, n, s: n)
@@ -72,6 +75,8 @@ def test_sigterm_finishes_short_jobs_and_releases_long_ones(procs: Processes) ->
         "4",
         "--shutdown-grace",
         "2",
+        "--runtime",
+        runtime,
         log="worker.err",
     )
     wait_until(

@@ -329,8 +329,10 @@ def test_concurrent_opens_migrate_once(open_pg: OpenPG, raw: Any) -> None:
     for t in threads:
         t.join()
     assert errors == []
-    assert raw.execute("SELECT version, name FROM crawlq_migrations").fetchall() == [
-        (1, "0001_initial.sql")
+    applied = raw.execute("SELECT version, name FROM crawlq_migrations ORDER BY version")
+    assert applied.fetchall() == [
+        (1, "0001_initial.sql"),
+        (2, "0002_workers.sql"),
     ]
 
 

@@ -23,7 +23,15 @@ import pytest
 import crawlq
 from crawlq.jobs import JobSpec, JobState
 from crawlq.stores import open_store
-from crawlq.stores.base import ClaimParams, Completion, JobFilter, Store, WaitParams
+from crawlq.stores.base import (
+    ClaimParams,
+    Completion,
+    Failure,
+    JobFilter,
+    Release,
+    Store,
+    WaitParams,
+)
 from tests import servers
 
 redis = pytest.importorskip("redis")
@@ -186,12 +194,45 @@ def test_every_key_follows_the_documented_layout(server: servers.PrivateRedis, p
     store.job_complete([Completion(lease=jobs[0].lease, children=[spec("kids")])])
     store.job_cancel([jobs[1].id])
     store.job_schedule([spec("q:p:1", priority=7, delay=60)])
+    for worker in ("w", "w:x", "gone"):
+        store.worker_register(
+            crawlq.WorkerInfo(
+                id=worker, host="h", pid=1, queues=("q",), runtime="thread", concurrency=1
+            )
+        )
+    store.worker_stop("gone")
+    store.maintenance_acquire("reap", "w", 10.0)
     regexes = [_template_regex(t, prefix) for t in keys.TEMPLATES.values()]
     client = redis.Redis.from_url(server.url, decode_responses=True)
     names = sorted(client.scan_iter(match=f"{prefix}:*"))
     assert len(names) > 10
     assert [n for n in names if not any(r.match(n) for r in regexes)] == []
     assert keys.key("level", prefix, queue="q:p:1", priority=7) in names
+    store.close()
+
+
+def test_every_way_out_of_running_leaves_the_workers_set(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    """{p}:wjobs:{worker} holds exactly the worker's running jobs, so worker_reap finds
+    them without scanning {p}:running."""
+    from crawlq.stores.redis import keys
+
+    store = open_on(server.url, prefix)
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    held = keys.key("worker_jobs", prefix, worker="w")
+    store.job_schedule([spec(lease_seconds=5) for _ in range(6)], now=100.0)
+    jobs = store.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=6, now=100.0))
+    assert client.smembers(held) == {str(j.id) for j in jobs}
+    a, b, c, d, e, f = jobs
+    store.job_complete([Completion(lease=a.lease)])
+    store.job_fail([Failure(lease=b.lease, error="x", retry_delay=None)])
+    store.job_fail([Failure(lease=c.lease, error="x", retry_delay=1.0)])
+    store.job_release([Release(lease=d.lease)])
+    store.job_cancel([e.id])
+    assert client.smembers(held) == {str(f.id)}
+    assert store.job_expire_leases(now=106.0) == [f.id]
+    assert not client.exists(held)
     store.close()
 
 

@@ -311,3 +311,26 @@ def test_worker_without_queues_is_refused(app: App) -> None:
 def test_bad_worker_settings_are_refused(settings: dict[str, float], fragment: str) -> None:
     with pytest.raises(crawlq.ConfigurationError, match=fragment):
         WorkerSettings(**settings)  # type: ignore[arg-type]
+
+
+def test_a_worker_gives_back_the_jobs_of_a_dead_worker_at_once(app: App) -> None:
+    from crawlq import WorkerInfo
+    from crawlq.stores.base import ClaimParams
+
+    @app.task(name="slow-lease", lease=3600)
+    def slow_lease(ctx: JobContext) -> int:
+        return ctx.attempt
+
+    job_id = slow_lease.schedule().job_id
+    ghost = WorkerInfo(
+        id="ghost:1:abc", host="ghost", pid=1, queues=("slow-lease",), runtime="thread",
+        concurrency=1,
+    )  # fmt: skip
+    app.store.worker_register(ghost, now=app.store.now() - 120)
+    [claimed] = app.store.job_claim(ClaimParams(queues=["slow-lease"], worker_id=ghost.id))
+    worker = drain(app)
+    done = job(app, job_id)
+    assert (done.state, done.result) == (JobState.DONE, 2)  # not after the 1 h lease
+    states = {w.id: w.state for w in app.workers()}
+    assert states == {ghost.id: "dead", worker.id: "stopped"}
+    assert app.store.job_complete([crawlq.stores.base.Completion(lease=claimed.lease)]) == [False]

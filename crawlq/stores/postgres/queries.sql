@@ -367,3 +367,72 @@ CROSS JOIN LATERAL (
       AND finished_at >= crawlq_now(%(now)s) - 60.0
 ) AS recent
 ORDER BY queues.queue;
+
+-- name: worker_register
+INSERT INTO crawlq_workers AS w (id, host, pid, queues, runtime, concurrency, started_at,
+                                 last_heartbeat, running, done, failed, rss_bytes, state,
+                                 stopped_at)
+VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s::text[], %(runtime)s, %(concurrency)s,
+        crawlq_now(%(now)s), crawlq_now(%(now)s), %(running)s, %(done)s, %(failed)s,
+        %(rss_bytes)s::bigint, 'alive', NULL)
+ON CONFLICT (id) DO UPDATE
+SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+    runtime = excluded.runtime, concurrency = excluded.concurrency,
+    started_at = excluded.started_at, last_heartbeat = excluded.last_heartbeat,
+    running = excluded.running, done = excluded.done, failed = excluded.failed,
+    rss_bytes = excluded.rss_bytes, state = 'alive', stopped_at = NULL;
+
+-- name: worker_heartbeat
+UPDATE crawlq_workers
+SET last_heartbeat = crawlq_now(%(now)s), running = %(running)s, done = %(done)s,
+    failed = %(failed)s, rss_bytes = %(rss_bytes)s::bigint
+WHERE id = %(id)s AND state = 'alive';
+
+-- name: worker_stop
+UPDATE crawlq_workers SET state = 'stopped', stopped_at = crawlq_now(%(now)s)
+WHERE id = %(id)s AND state = 'alive';
+
+-- name: worker_list
+SELECT id, host, pid, queues, runtime, concurrency, started_at, last_heartbeat, running,
+       done, failed, rss_bytes, state, stopped_at
+FROM crawlq_workers
+ORDER BY state <> 'alive', started_at, id COLLATE "C";
+
+-- name: worker_reap
+-- One statement: alive workers whose heartbeat is overdue become dead, and their running
+-- jobs (found by the worker index, locked: a concurrent completion is waited for, and
+-- then the job is no longer running) go back as job_expire_leases returns expired
+-- leases, with reason worker_lost. The update trigger does the rest, as for expiry.
+WITH dead AS (
+    UPDATE crawlq_workers SET state = 'dead', stopped_at = crawlq_now(%(now)s)
+    WHERE state = 'alive' AND last_heartbeat < crawlq_now(%(now)s) - %(dead_after)s
+    RETURNING id
+), returned AS (
+    UPDATE crawlq_jobs
+    SET state = CASE WHEN attempts < max_attempts THEN 'ready' ELSE 'dead' END,
+        last_error = 'worker lost: the worker holding it was declared dead (heartbeat overdue)',
+        dead_reason = CASE WHEN attempts < max_attempts THEN NULL ELSE 'worker_lost' END,
+        finished_at = CASE WHEN attempts < max_attempts THEN NULL
+                           ELSE crawlq_now(%(now)s) END,
+        lease_token = NULL, lease_expires_at = NULL
+    WHERE id = ANY(ARRAY(
+        SELECT id FROM crawlq_jobs
+        WHERE state = 'running' AND worker_id = ANY(ARRAY(SELECT id FROM dead))
+        FOR UPDATE
+    ))
+    RETURNING id
+)
+SELECT id FROM dead ORDER BY id COLLATE "C";
+
+-- name: worker_prune
+DELETE FROM crawlq_workers
+WHERE state IN ('stopped', 'dead') AND stopped_at < crawlq_now(%(now)s) - %(older_than)s;
+
+-- name: maintenance_acquire
+-- A row comes back only if %(owner)s holds the duty now (free, expired, or its own).
+INSERT INTO crawlq_maintenance AS m (duty, owner, expires_at)
+VALUES (%(duty)s, %(owner)s, crawlq_now(%(now)s) + %(ttl)s)
+ON CONFLICT (duty) DO UPDATE
+SET owner = excluded.owner, expires_at = excluded.expires_at
+WHERE m.owner = excluded.owner OR m.expires_at <= crawlq_now(%(now)s)
+RETURNING owner;

@@ -35,7 +35,16 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from crawlq.exceptions import ConfigurationError, StoreError, StoreUnavailable
-from crawlq.jobs import Job, JobSpec, JobState, Lease, Outcome, QueueStats, ScheduleResult
+from crawlq.jobs import (
+    Job,
+    JobSpec,
+    JobState,
+    Lease,
+    Outcome,
+    QueueStats,
+    ScheduleResult,
+    WorkerInfo,
+)
 from crawlq.stores._sqlfile import load_queries
 from crawlq.stores.base import (
     Capabilities,
@@ -48,6 +57,7 @@ from crawlq.stores.base import (
 )
 from crawlq.stores.conflict import Request, merge
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
+from crawlq.stores.workers import heartbeat_params, register_params, worker_info
 from crawlq.types import JobId, Timestamp
 
 T = TypeVar("T")
@@ -753,6 +763,68 @@ class PostgresStore:
         )
         self._configure(conn)
         return conn
+
+    # -- workers and maintenance -----------------------------------------------------
+
+    def _execute(self, operation: str, query: str, params: dict[str, Any]) -> list[DictRow]:
+        """One statement (its own transaction); the rows it returns, if any."""
+
+        def work(conn: Conn) -> list[DictRow]:
+            cursor = conn.execute(Q[query], params)
+            return cursor.fetchall() if cursor.description is not None else []
+
+        return self._run(operation, work, transaction=False)
+
+    def worker_register(self, info: WorkerInfo, *, now: Timestamp | None = None) -> None:
+        params = register_params(info, list(info.queues), now)
+        self._execute("registering a worker", "worker_register", params)
+
+    def worker_heartbeat(
+        self,
+        worker_id: str,
+        *,
+        running: int,
+        done: int,
+        failed: int,
+        rss_bytes: int | None,
+        now: Timestamp | None = None,
+    ) -> bool:
+        params = heartbeat_params(
+            worker_id, running=running, done=done, failed=failed, rss_bytes=rss_bytes, now=now
+        )
+        return self._run(
+            "heartbeating a worker",
+            lambda c: c.execute(Q["worker_heartbeat"], params).rowcount == 1,
+            transaction=False,
+        )
+
+    def worker_stop(self, worker_id: str, *, now: Timestamp | None = None) -> None:
+        self._execute("stopping a worker", "worker_stop", {"id": worker_id, "now": now})
+
+    def worker_list(self, *, now: Timestamp | None = None) -> list[WorkerInfo]:
+        rows = self._execute("listing workers", "worker_list", {})
+        return [worker_info(r, r["queues"]) for r in rows]
+
+    def worker_reap(self, *, dead_after: float, now: Timestamp | None = None) -> list[str]:
+        params = {"dead_after": float(dead_after), "now": now}
+        rows = self._execute("reaping dead workers", "worker_reap", params)
+        if rows:
+            self._compact_counts()
+        return [str(r["id"]) for r in rows]
+
+    def worker_prune(self, *, older_than: float, now: Timestamp | None = None) -> int:
+        params = {"older_than": float(older_than), "now": now}
+        return self._run(
+            "pruning workers",
+            lambda c: c.execute(Q["worker_prune"], params).rowcount,
+            transaction=False,
+        )
+
+    def maintenance_acquire(
+        self, duty: str, owner: str, ttl: float, *, now: Timestamp | None = None
+    ) -> bool:
+        params = {"duty": duty, "owner": owner, "ttl": float(ttl), "now": now}
+        return bool(self._execute("acquiring a maintenance lease", "maintenance_acquire", params))
 
 
 class _OneByOne(Exception):

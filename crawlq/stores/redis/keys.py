@@ -30,6 +30,15 @@ Key layout::
     {p}:q:{queue}:cancelled   zset    cancelled job ids, score = finished_at
     {p}:wake:{queue}          channel published when jobs of the queue become pending;
                                       the message is the earliest run_at among them
+    {p}:workers               zset    every registered worker id, score = started_at
+    {p}:workers:alive         zset    alive worker ids, score = last_heartbeat (reap)
+    {p}:workers:ended         zset    stopped and dead worker ids, score = stopped_at
+                                      (prune)
+    {p}:w:{worker}            hash    one worker: the fields of crawlq.jobs.WorkerInfo
+                                      but id; queues as a JSON list; None fields absent
+    {p}:wjobs:{worker}        set     ids of the running jobs the worker holds: added by
+                                      the claim, removed by every way out of running
+    {p}:duty:{duty}           hash    a maintenance lease: owner, expires_at
 
 A job hash holds the fields of ``crawlq.jobs.Job`` except ``id`` (it is in the key); a
 field that is None is absent. ``state`` is one of pending, running, done, dead,
@@ -62,6 +71,12 @@ TEMPLATES: dict[str, str] = {
     "counts": "{p}:q:{queue}:counts",
     "finished": "{p}:q:{queue}:{state}",
     "wake": "{p}:wake:{queue}",
+    "workers": "{p}:workers",
+    "workers_alive": "{p}:workers:alive",
+    "workers_ended": "{p}:workers:ended",
+    "worker": "{p}:w:{worker}",
+    "worker_jobs": "{p}:wjobs:{worker}",
+    "duty": "{p}:duty:{duty}",
 }
 """Key (and channel) name templates; ``finished`` takes state done, dead or cancelled."""
 

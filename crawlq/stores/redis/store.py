@@ -36,6 +36,8 @@ from crawlq.jobs import (
     Outcome,
     QueueStats,
     ScheduleResult,
+    WorkerInfo,
+    WorkerState,
 )
 from crawlq.stores.base import (
     Capabilities,
@@ -47,6 +49,7 @@ from crawlq.stores.base import (
     WaitParams,
 )
 from crawlq.stores.redis import keys
+from crawlq.stores.workers import worker_info
 from crawlq.types import JobId, Timestamp
 
 try:
@@ -77,6 +80,12 @@ SCRIPTS = (
     "job_prune",
     "job_next_due",
     "queue_stats",
+    "worker_register",
+    "worker_heartbeat",
+    "worker_stop",
+    "worker_reap",
+    "worker_prune",
+    "maintenance_acquire",
 )
 SCAN_BUDGET = 1000
 """Job ids one listing, requeue or purge script looks at per call (bounds its run time)."""
@@ -674,3 +683,75 @@ class RedisStore:
             oldest_due_age=now - float(oldest) if oldest else None,
             done_last_minute=int(recent),
         )
+
+    # -- workers and maintenance -----------------------------------------------------
+
+    def worker_register(self, info: WorkerInfo, *, now: Timestamp | None = None) -> None:
+        args = [
+            _now_arg(now),
+            info.id,
+            info.host,
+            str(operator.index(info.pid)),
+            _dumps(list(info.queues)),
+            info.runtime,
+            str(operator.index(info.concurrency)),
+            str(operator.index(info.running)),
+            str(operator.index(info.done)),
+            str(operator.index(info.failed)),
+            _opt(None if info.rss_bytes is None else str(operator.index(info.rss_bytes))),
+        ]
+        self._run("registering a worker", "worker_register", args)
+
+    def worker_heartbeat(
+        self,
+        worker_id: str,
+        *,
+        running: int,
+        done: int,
+        failed: int,
+        rss_bytes: int | None,
+        now: Timestamp | None = None,
+    ) -> bool:
+        args = [
+            _now_arg(now),
+            worker_id,
+            str(operator.index(running)),
+            str(operator.index(done)),
+            str(operator.index(failed)),
+            _opt(None if rss_bytes is None else str(operator.index(rss_bytes))),
+        ]
+        return bool(self._run("heartbeating a worker", "worker_heartbeat", args))
+
+    def worker_stop(self, worker_id: str, *, now: Timestamp | None = None) -> None:
+        self._run("stopping a worker", "worker_stop", [_now_arg(now), worker_id])
+
+    def worker_list(self, *, now: Timestamp | None = None) -> list[WorkerInfo]:
+        with _translate("listing workers"):
+            worker_ids = cast(
+                "list[str]", self._client.zrange(keys.key("workers", self._prefix), 0, -1)
+            )
+            pipe = self._client.pipeline(transaction=False)
+            for worker_id in worker_ids:
+                pipe.hgetall(keys.key("worker", self._prefix, worker=worker_id))
+            hashes = cast("list[dict[str, str]]", pipe.execute())
+        workers = [
+            worker_info({**h, "id": worker_id}, json.loads(h["queues"]))
+            for worker_id, h in zip(worker_ids, hashes, strict=True)
+            if h  # pruned meanwhile
+        ]
+        workers.sort(key=lambda w: (w.state is not WorkerState.ALIVE, w.started_at, w.id))
+        return workers
+
+    def worker_reap(self, *, dead_after: float, now: Timestamp | None = None) -> list[str]:
+        args = [_now_arg(now), _number(dead_after, "dead_after")]
+        return sorted(str(w) for w in self._run("reaping dead workers", "worker_reap", args))
+
+    def worker_prune(self, *, older_than: float, now: Timestamp | None = None) -> int:
+        args = [_now_arg(now), _number(older_than, "older_than")]
+        return int(self._run("pruning workers", "worker_prune", args))
+
+    def maintenance_acquire(
+        self, duty: str, owner: str, ttl: float, *, now: Timestamp | None = None
+    ) -> bool:
+        args = [_now_arg(now), duty, owner, _number(ttl, "ttl")]
+        return bool(self._run("acquiring a maintenance lease", "maintenance_acquire", args))

@@ -175,3 +175,60 @@ SELECT version FROM crawlq_migrations ORDER BY version;
 
 -- name: migrations_record
 INSERT INTO crawlq_migrations (version, name, applied_at) VALUES (:version, :name, :now);
+
+-- name: worker_register
+INSERT INTO crawlq_workers (id, host, pid, queues, runtime, concurrency, started_at,
+                            last_heartbeat, running, done, failed, rss_bytes, state,
+                            stopped_at)
+VALUES (:id, :host, :pid, :queues, :runtime, :concurrency, :now, :now, :running, :done,
+        :failed, :rss_bytes, 'alive', NULL)
+ON CONFLICT (id) DO UPDATE
+SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+    runtime = excluded.runtime, concurrency = excluded.concurrency,
+    started_at = excluded.started_at, last_heartbeat = excluded.last_heartbeat,
+    running = excluded.running, done = excluded.done, failed = excluded.failed,
+    rss_bytes = excluded.rss_bytes, state = 'alive', stopped_at = NULL;
+
+-- name: worker_heartbeat
+UPDATE crawlq_workers
+SET last_heartbeat = :now, running = :running, done = :done, failed = :failed,
+    rss_bytes = :rss_bytes
+WHERE id = :id AND state = 'alive';
+
+-- name: worker_stop
+UPDATE crawlq_workers SET state = 'stopped', stopped_at = :now
+WHERE id = :id AND state = 'alive';
+
+-- name: worker_list
+SELECT * FROM crawlq_workers
+ORDER BY state <> 'alive', started_at, id;
+
+-- name: worker_reap
+-- Alive workers whose heartbeat is overdue become dead.
+UPDATE crawlq_workers SET state = 'dead', stopped_at = :now
+WHERE state = 'alive' AND last_heartbeat < :now - :dead_after
+RETURNING id;
+
+-- name: job_return_worker_leases
+-- The running jobs of a worker declared dead go back as job_expire_leases returns
+-- expired leases (same columns, same rows returned), with reason worker_lost.
+UPDATE crawlq_jobs
+SET state = CASE WHEN attempts < max_attempts THEN 'ready' ELSE 'dead' END,
+    last_error = 'worker lost: the worker holding it was declared dead (heartbeat overdue)',
+    dead_reason = CASE WHEN attempts < max_attempts THEN NULL ELSE 'worker_lost' END,
+    finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE :now END,
+    lease_token = NULL, lease_expires_at = NULL
+WHERE worker_id = :worker_id AND state = 'running'
+RETURNING id, queue, key, followup, state;
+
+-- name: worker_prune
+DELETE FROM crawlq_workers
+WHERE state IN ('stopped', 'dead') AND stopped_at < :before;
+
+-- name: maintenance_acquire
+-- A row comes back only if :owner holds the duty now (free, expired, or its own).
+INSERT INTO crawlq_maintenance (duty, owner, expires_at) VALUES (:duty, :owner, :now + :ttl)
+ON CONFLICT (duty) DO UPDATE
+SET owner = excluded.owner, expires_at = excluded.expires_at
+WHERE crawlq_maintenance.owner = excluded.owner OR crawlq_maintenance.expires_at <= :now
+RETURNING owner;

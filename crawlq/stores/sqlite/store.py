@@ -27,6 +27,7 @@ from crawlq.jobs import (
     Outcome,
     QueueStats,
     ScheduleResult,
+    WorkerInfo,
 )
 from crawlq.stores._sqlfile import load_queries, split_statements
 from crawlq.stores.base import (
@@ -40,6 +41,7 @@ from crawlq.stores.base import (
 )
 from crawlq.stores.conflict import Request, merge
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
+from crawlq.stores.workers import heartbeat_params, register_params, worker_info
 from crawlq.types import JobId, Timestamp
 
 T = TypeVar("T")
@@ -426,10 +428,18 @@ class SQLiteStore:
 
         def work(conn: sqlite3.Connection) -> list[JobId]:
             rows = conn.execute(Q["job_expire_leases"], {"now": t}).fetchall()
-            self._spawn_followups(conn, [r for r in rows if r["state"] == "dead"], t)
-            return sorted(int(r["id"]) for r in rows)
+            return self._leases_returned(conn, rows, t)
 
         return self._write("returning expired leases", work)
+
+    def _leases_returned(
+        self, conn: sqlite3.Connection, rows: list[sqlite3.Row], now: float
+    ) -> list[JobId]:
+        """The bookkeeping of running jobs taken back from their worker (expired lease,
+        worker declared dead): the ones that died spawn their remembered requests. The
+        counters follow by trigger. Returns their ids, sorted."""
+        self._spawn_followups(conn, [r for r in rows if r["state"] == "dead"], now)
+        return sorted(int(r["id"]) for r in rows)
 
     def job_cancel(self, ids: Sequence[JobId], *, now: Timestamp | None = None) -> list[JobId]:
         t = self._now(now)
@@ -576,4 +586,73 @@ class SQLiteStore:
             cancelled=counts.get("cancelled", 0),
             oldest_due_age=now - min(oldest) if oldest else None,
             done_last_minute=done_recent,
+        )
+
+    # -- workers and maintenance -----------------------------------------------------
+
+    def worker_register(self, info: WorkerInfo, *, now: Timestamp | None = None) -> None:
+        params = register_params(info, _dumps(list(info.queues)), self._now(now))
+        self._write("registering a worker", lambda c: c.execute(Q["worker_register"], params))
+
+    def worker_heartbeat(
+        self,
+        worker_id: str,
+        *,
+        running: int,
+        done: int,
+        failed: int,
+        rss_bytes: int | None,
+        now: Timestamp | None = None,
+    ) -> bool:
+        params = heartbeat_params(
+            worker_id,
+            running=running,
+            done=done,
+            failed=failed,
+            rss_bytes=rss_bytes,
+            now=self._now(now),
+        )
+        return self._write(
+            "heartbeating a worker",
+            lambda c: c.execute(Q["worker_heartbeat"], params).rowcount == 1,
+        )
+
+    def worker_stop(self, worker_id: str, *, now: Timestamp | None = None) -> None:
+        params = {"id": worker_id, "now": self._now(now)}
+        self._write("stopping a worker", lambda c: c.execute(Q["worker_stop"], params))
+
+    def worker_list(self, *, now: Timestamp | None = None) -> list[WorkerInfo]:
+        rows = self._read("listing workers", lambda c: c.execute(Q["worker_list"]).fetchall())
+        return [worker_info(dict(r), json.loads(r["queues"])) for r in rows]
+
+    def worker_reap(self, *, dead_after: float, now: Timestamp | None = None) -> list[str]:
+        t = self._now(now)
+
+        def work(conn: sqlite3.Connection) -> list[str]:
+            dead = sorted(
+                r["id"]
+                for r in conn.execute(Q["worker_reap"], {"now": t, "dead_after": dead_after})
+            )
+            for worker_id in dead:
+                query = Q["job_return_worker_leases"]
+                rows = conn.execute(query, {"worker_id": worker_id, "now": t}).fetchall()
+                self._leases_returned(conn, rows, t)
+            return dead
+
+        return self._write("reaping dead workers", work)
+
+    def worker_prune(self, *, older_than: float, now: Timestamp | None = None) -> int:
+        before = self._now(now) - older_than
+        return self._write(
+            "pruning workers",
+            lambda c: c.execute(Q["worker_prune"], {"before": before}).rowcount,
+        )
+
+    def maintenance_acquire(
+        self, duty: str, owner: str, ttl: float, *, now: Timestamp | None = None
+    ) -> bool:
+        params = {"duty": duty, "owner": owner, "ttl": ttl, "now": self._now(now)}
+        return self._write(
+            "acquiring a maintenance lease",
+            lambda c: c.execute(Q["maintenance_acquire"], params).fetchone() is not None,
         )

@@ -1,7 +1,7 @@
 """The asyncio runtime: one event loop in its own thread, up to N jobs in flight.
 
 ``async def`` tasks are awaited on the loop, so one process keeps thousands of fetches in
-flight; a plain ``def`` task runs in the loop's default thread pool (prefer the thread
+flight; a plain ``def`` task runs in a daemon thread of its own (prefer the thread
 runtime for those). Cancelling a job cancels its asyncio task.
 """
 

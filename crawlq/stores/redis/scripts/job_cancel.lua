@@ -4,8 +4,8 @@
 -- KEYS:    none; names are built from the prefix (keys.py)
 -- ARGV:    prefix, now, id...
 -- Returns: the ids cancelled, in id order.
--- Touches: {p}:job:{id}, {p}:followup:{id}, {p}:running, {p}:q:{queue}:cancelled,
---          :counts, :keys, :prios, :p:{priority}
+-- Touches: {p}:job:{id}, {p}:followup:{id}, {p}:running, {p}:wjobs:{worker},
+--          {p}:q:{queue}:cancelled, :counts, :keys, :prios, :p:{priority}
 
 local now = clock(ARGV[2])
 local ids, seen = {}, {}

@@ -7,7 +7,7 @@
 -- ARGV:    prefix, now, worker_id, limit, queue...
 -- Returns: a JSON list of [id, [field, value, ...]] per leased job, in claim order.
 -- Touches: {p}:q:{queue}:prios, {p}:q:{queue}:p:{priority}, {p}:q:{queue}:counts,
---          {p}:job:{id}, {p}:running, {p}:seq
+--          {p}:job:{id}, {p}:running, {p}:wjobs:{worker}, {p}:seq
 
 local now = clock(ARGV[2])
 local worker, limit = ARGV[3], tonumber(ARGV[4])
@@ -52,7 +52,7 @@ local t = redis.call('TIME')
 local claim_id = t[1] .. '.' .. t[2] .. ':' .. redis.call('INCR', K.seq())
 local seed = string.sub(redis.sha1hex(claim_id), 1, 12)
 local started = fmt(now)
-local leased_jobs, levels, running = {}, {}, {}
+local leased_jobs, levels, running, held = {}, {}, {}, {}
 for n = 1, math.min(limit, #candidates) do
   local c = candidates[n]
   local key = K.job(c.id)
@@ -76,6 +76,7 @@ for n = 1, math.min(limit, #candidates) do
   redis.call('HSET', key, unpack(fields))
   running[#running + 1] = expires
   running[#running + 1] = c.id
+  held[#held + 1] = c.id
   local level = c.queue .. '\n' .. c.priority
   if levels[level] == nil then
     levels[level] = {queue = c.queue, priority = c.priority, ids = {}}
@@ -93,5 +94,6 @@ for _, level in pairs(levels) do
   pending_remove_many(level.queue, level.priority, level.ids)
 end
 call_many('ZADD', K.running(), running)
+call_many('SADD', K.worker_jobs(worker), held)
 commit()
 return encode_list(leased_jobs)

@@ -7,8 +7,9 @@
 -- ARGV:    prefix, now, completions (a JSON list of [id, token, result as JSON text,
 --          [child spec...]]; specs as in spec_from in the prelude)
 -- Returns: 1 per completion applied, 0 per stale lease, in order.
--- Touches: {p}:job:{id}, {p}:followup:{id}, {p}:running, {p}:q:{queue}:done,
---          :counts, :keys, and everything job_schedule.lua touches (followups, children)
+-- Touches: {p}:job:{id}, {p}:followup:{id}, {p}:running, {p}:wjobs:{worker},
+--          {p}:q:{queue}:done, :counts, :keys, and everything job_schedule.lua touches
+--          (followups, children)
 
 local now = clock(ARGV[2])
 local completions = cjson.decode(ARGV[3])

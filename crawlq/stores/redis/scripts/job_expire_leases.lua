@@ -4,7 +4,7 @@
 -- KEYS:    none; names are built from the prefix (keys.py)
 -- ARGV:    prefix, now
 -- Returns: the ids returned, in id order.
--- Touches: {p}:running, {p}:job:{id}, {p}:followup:{id}, {p}:q:{queue}:dead, :counts,
+-- Touches: {p}:running, {p}:wjobs:{worker}, {p}:job:{id}, {p}:followup:{id}, {p}:q:{queue}:dead, :counts,
 --          :keys, :prios, :p:{priority}, and job_schedule.lua's keys (followups)
 
 local now = clock(ARGV[2])
@@ -12,12 +12,7 @@ local expired = redis.call('ZRANGEBYSCORE', K.running(), '-inf', '(' .. fmt(now)
 table.sort(expired, function(a, b) return tonumber(a) < tonumber(b) end)
 local message = 'lease expired: the worker holding it stopped heartbeating'
 for _, id in ipairs(expired) do
-  local job = load(id)
-  if job.attempts < job.max_attempts then
-    back_to_pending(job, job.run_at, {'last_error', message})
-  else
-    finish(job, 'dead', now, {'last_error', message, 'dead_reason', 'lease_expired'})
-  end
+  take_back(load(id), now, message, 'lease_expired')
 end
 commit()
 return expired

@@ -4,8 +4,9 @@
 -- ARGV:    prefix, now, then per failure: id, token, error, retry_delay? ('' = dead),
 --          reason (the dead_reason when dead)
 -- Returns: 1 per failure applied, 0 per stale lease, in order.
--- Touches: {p}:job:{id}, {p}:followup:{id}, {p}:running, {p}:q:{queue}:dead,
---          :counts, :keys, :prios, :p:{priority}, and job_schedule.lua's keys (followups)
+-- Touches: {p}:job:{id}, {p}:followup:{id}, {p}:running, {p}:wjobs:{worker},
+--          {p}:q:{queue}:dead, :counts, :keys, :prios, :p:{priority}, and
+--          job_schedule.lua's keys (followups)
 
 local now = clock(ARGV[2])
 local answers = {}

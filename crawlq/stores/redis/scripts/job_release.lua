@@ -3,7 +3,8 @@
 -- KEYS:    none; names are built from the prefix (keys.py)
 -- ARGV:    prefix, now, then per release: id, token, delay (<= 0: keep run_at)
 -- Returns: 1 per release applied, 0 per stale lease, in order.
--- Touches: {p}:job:{id}, {p}:running, {p}:q:{queue}:counts, :prios, :p:{priority}
+-- Touches: {p}:job:{id}, {p}:running, {p}:wjobs:{worker}, {p}:q:{queue}:counts,
+--          :prios, :p:{priority}
 
 local now = clock(ARGV[2])
 local answers = {}

@@ -186,7 +186,8 @@ end
 
 local function load(id)
   local v = redis.call('HMGET', K.job(id), 'queue', 'state', 'priority', 'key',
-    'lease_token', 'lease_seconds', 'attempts', 'max_attempts', 'run_at', 'has_followup')
+    'lease_token', 'lease_seconds', 'attempts', 'max_attempts', 'run_at', 'has_followup',
+    'worker_id')
   if not v[1] then
     return nil
   end
@@ -194,6 +195,7 @@ local function load(id)
     id = id, queue = v[1], state = v[2], priority = v[3], key = v[4] or nil,
     token = v[5] or nil, lease_seconds = tonumber(v[6]), attempts = tonumber(v[7]),
     max_attempts = tonumber(v[8]), run_at = tonumber(v[9]), has_followup = v[10] and true,
+    worker = v[11] or nil,
   }
 end
 
@@ -372,9 +374,14 @@ end
 
 -- -- leaving the running or pending state ----------------------------------------------
 
+-- Every way out of running passes here: the job leaves {p}:running and the set of
+-- running jobs of the worker that holds it.
 local function leave(job)
   if job.state == 'running' then
     redis.call('ZREM', K.running(), job.id)
+    if job.worker then
+      redis.call('SREM', K.worker_jobs(job.worker), job.id)
+    end
   else
     pending_remove(job.queue, job.priority, job.id)
   end
@@ -415,6 +422,16 @@ local function finish(job, state, now, fields)
       insert(job.queue, job.key, request_from_hash(followup), now)
     end
     redis.call('DEL', followup)
+  end
+end
+
+-- A running job taken back from its worker (lease expired, worker declared dead):
+-- pending again at its run_at if it has attempts left, else dead with `reason`.
+local function take_back(job, now, message, reason)
+  if job.attempts < job.max_attempts then
+    back_to_pending(job, job.run_at, {'last_error', message})
+  else
+    finish(job, 'dead', now, {'last_error', message, 'dead_reason', reason})
   end
 end
 

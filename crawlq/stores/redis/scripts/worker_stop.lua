@@ -1,0 +1,17 @@
+-- worker_stop.lua: a clean exit: an alive worker becomes stopped (Store.worker_stop).
+--
+-- KEYS:    none; names are built from the prefix (keys.py)
+-- ARGV:    prefix, now, id
+-- Returns: 1 if it was alive, else 0 (a dead or unknown worker is left as it is).
+-- Touches: {p}:w:{worker}, {p}:workers:alive, {p}:workers:ended
+
+local now = clock(ARGV[2])
+local id = ARGV[3]
+local key = K.worker(id)
+if redis.call('HGET', key, 'state') ~= 'alive' then
+  return 0
+end
+redis.call('HSET', key, 'state', 'stopped', 'stopped_at', fmt(now))
+redis.call('ZREM', K.workers_alive(), id)
+redis.call('ZADD', K.workers_ended(), fmt(now), id)
+return 1
