@@ -281,9 +281,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             elif s == "redis":
                 bench_stores.redis_flush(urls["redis"])
 
+        # workload by workload, every system in turn: the figures of one workload are
+        # taken close in time, and the light ones before the million-job fills
         for run in range(args.runs):
-            for (p, s), peer in peers.items():
-                for wl in workloads:
+            for wl in workloads:
+                for (p, s), peer in peers.items():
                     if (p, s, wl) in failed:
                         continue
                     run_one(peer, p, s, wl, z, results, failed, cleanup)
@@ -398,7 +400,8 @@ def report(
     out.append(f"- date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}")
     out.append(
         f"- {args.runs} run{'s' if args.runs > 1 else ''} per figure, interleaved (run 1 of "
-        f"everything, then run 2, ...): median{' (min-max)' if args.runs > 1 else ''}; "
+        "everything, then run 2, ...; within a run workload by workload, every system in "
+        f"turn): median{' (min-max)' if args.runs > 1 else ''}; "
         "wall time {WALL} s"
     )
     out.append(
@@ -514,6 +517,8 @@ def chart(
             if xs:
                 ax.bar(xs, ys, width, yerr=[lo, hi], label=p, color=colours(i % 10), capsize=2)
         ax.set_xticks(range(len(stores)), [STORE_NAMES[s] for s in stores])
+        if f.unit in ("ms", "s"):
+            ax.set_yscale("log")  # a few ms next to hundreds: a linear scale hides them
         better = "higher" if f.higher_is_better else "lower"
         ax.set_title(f"{f.label}\n({f.unit}, {better} is better)", fontsize=9)
         ax.tick_params(labelsize=8)

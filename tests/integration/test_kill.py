@@ -79,8 +79,11 @@ def test_sigterm_finishes_short_jobs_and_releases_long_ones(procs: Processes, ru
         runtime,
         log="worker.err",
     )
+    # started, not only claimed: a job claimed but not yet begun at SIGTERM is released
     wait_until(
-        lambda: len(app.store.job_list(JobFilter(state=JobState.RUNNING))) == 4,
+        lambda: (
+            sum(len(f.read_text().splitlines()) for f in procs.workdir.glob("started-*.log")) == 4
+        ),
         timeout=30,
         what="all four jobs to start",
     )

@@ -16,7 +16,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import re
 import select
 import threading
@@ -64,6 +66,17 @@ T = TypeVar("T")
 Conn = psycopg.Connection[DictRow]
 
 Q = load_queries("crawlq.stores.postgres")
+
+
+@functools.lru_cache(maxsize=512)
+def _limited(name: str, limit: int | None) -> str:
+    """``Q[name]`` with its LIMIT written into the text. The session runs prepared
+    statements on their generic plan, and a generic ``LIMIT $n`` is planned as a tenth of
+    the rows: with a million due jobs the claim then sorts them all (35 ms a claim, not
+    1). With the number in the text each limit gets its own plan, which reads the claim
+    index in order."""
+    return Q[name].replace("%(limit)s", "NULL" if limit is None else str(operator.index(limit)))
+
 
 COMPACT_AFTER = 1000
 """Count deltas that ``queue_stats`` lets pile up before it folds them itself."""
@@ -485,7 +498,9 @@ class PostgresStore:
         }
 
         def work(conn: Conn) -> list[Job]:
-            return [_job_from_row(r) for r in conn.execute(Q["job_claim"], args)]
+            return [
+                _job_from_row(r) for r in conn.execute(_limited("job_claim", params.limit), args)
+            ]
 
         jobs = self._run("claiming jobs", work, transaction=False)
         jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
@@ -650,7 +665,7 @@ class PostgresStore:
         params = self._filter_params(where)
         rows = self._run(
             "listing jobs",
-            lambda c: c.execute(Q["job_list"], params).fetchall(),
+            lambda c: c.execute(_limited("job_list", where.limit), params).fetchall(),
             transaction=False,
         )
         return [_job_from_row(r) for r in rows]
@@ -661,7 +676,7 @@ class PostgresStore:
         params = {**self._filter_params(where), "now": now}
         rows = self._run(
             "requeueing dead jobs",
-            lambda c: c.execute(Q["job_requeue"], params).fetchall(),
+            lambda c: c.execute(_limited("job_requeue", where.limit), params).fetchall(),
             transaction=False,
         )
         return sorted(int(r["id"]) for r in rows)
@@ -672,7 +687,7 @@ class PostgresStore:
             params["states"] = FINISHED
         return self._run(
             "purging jobs",
-            lambda c: c.execute(Q["job_purge"], params).rowcount,
+            lambda c: c.execute(_limited("job_purge", where.limit), params).rowcount,
             transaction=False,
         )
 
