@@ -43,8 +43,8 @@ from common import (
     Ledger,
     Workers,
     check_tree,
-    latencies_without_warmup,
-    send_paced,
+    fanout_run,
+    latency_run,
     wait_deep,
     wait_until,
     write_module,
@@ -223,17 +223,13 @@ class ArqPeer:
             self.run(pool.enqueue_job("latency", i, sent, _queue_name=queue))
 
         try:
-            workers.start(cmd, {**env, **ledger.env})
-            send(-1, time.time())
-            wait_until(lambda: ledger.count() >= 1, workers, "arq latency warm-up")
-            time.sleep(1.0)
-            self.gate.wait()
-            send_paced(send, count, rate)
-            wait_until(lambda: ledger.count() >= count + 1, workers, "arq latency")
+            delays = latency_run(
+                workers, cmd, {**env, **ledger.env}, send, ledger, self.gate, count, rate, "arq"
+            )
         finally:
             workers.stop()
             self.cleanup()
-        return latencies_without_warmup(ledger)
+        return delays
 
     def fanout(self, total: int, sleep: float) -> float:
         queue, workers, cmd, env = self.fresh("fanout")
@@ -241,14 +237,12 @@ class ArqPeer:
         self.run(self.pool.enqueue_job("fan", 0, total, sleep, _queue_name=queue))
         self.gate.wait()
         try:
-            t0 = time.perf_counter()
-            workers.start(cmd, {**env, **ledger.env})
-            t1 = wait_until(lambda: ledger.count() >= total, workers, "arq fan-out")
+            seconds = fanout_run(workers, cmd, {**env, **ledger.env}, ledger, total, "arq")
         finally:
             workers.stop()
             self.cleanup()
         check_tree(ledger, total, "arq")
-        return t1 - t0
+        return seconds
 
     def deep(self, n: int, sample: int) -> tuple[float, int]:
         queue, workers, cmd, env = self.fresh("deep")

@@ -41,8 +41,8 @@ from common import (
     Ledger,
     Workers,
     check_tree,
-    latencies_without_warmup,
-    send_paced,
+    fanout_run,
+    latency_run,
     wait_deep,
     wait_until,
     write_module,
@@ -221,17 +221,21 @@ class CeleryPeer:
         ledger, workers, env = self.ledger("latency", env)
         lat = app.tasks["lat"]
         try:
-            workers.start(self.worker_cmd(), env)
-            lat.delay(-1, time.time())
-            wait_until(lambda: ledger.count() >= 1, workers, "celery latency warm-up")
-            time.sleep(1.0)
-            self.gate.wait()
-            send_paced(lambda i, sent: lat.delay(i, sent), count, rate)
-            wait_until(lambda: ledger.count() >= count + 1, workers, "celery latency")
+            delays = latency_run(
+                workers,
+                self.worker_cmd(),
+                env,
+                lambda i, sent: lat.delay(i, sent),
+                ledger,
+                self.gate,
+                count,
+                rate,
+                "celery",
+            )
         finally:
             workers.stop()
             self.done_with(queue, app)
-        return latencies_without_warmup(ledger)
+        return delays
 
     def fanout(self, total: int, sleep: float) -> float:
         queue, app, env = self.fresh("fanout")
@@ -239,14 +243,12 @@ class CeleryPeer:
         try:
             app.tasks["fan"].delay(0, total, sleep)
             self.gate.wait()
-            t0 = time.perf_counter()
-            workers.start(self.worker_cmd(), env)
-            t1 = wait_until(lambda: ledger.count() >= total, workers, "celery fan-out")
+            seconds = fanout_run(workers, self.worker_cmd(), env, ledger, total, "celery")
         finally:
             workers.stop()
             self.done_with(queue, app)
         check_tree(ledger, total, "celery")
-        return t1 - t0
+        return seconds
 
     def deep(self, n: int, sample: int) -> tuple[float, int]:
         queue, app, env = self.fresh("deep")

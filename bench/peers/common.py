@@ -290,6 +290,42 @@ def wait_deep(ledger: Ledger, workers: Workers, what: str, sample: int) -> tuple
     return sample / (t2 - t1), peak
 
 
+def latency_run(
+    workers: Workers,
+    cmd: list[str],
+    env: dict[str, str],
+    send: Callable[[int, float], Any],
+    ledger: Ledger,
+    gate: Any,
+    count: int,
+    rate: float,
+    who: str,
+) -> list[float]:
+    """The latency workload, once a peer has its ledger, its workers and ``send(i,
+    sent)``: start the workers, warm up with job -1, let them idle 1 s, send ``count``
+    jobs at ``rate`` per second, wait until all have started; their delays. The caller
+    stops the workers (in a ``finally``)."""
+    workers.start(cmd, env)
+    send(-1, time.time())
+    wait_until(lambda: ledger.count() >= 1, workers, f"{who} latency warm-up")
+    time.sleep(1.0)
+    gate.wait()
+    send_paced(send, count, rate)
+    wait_until(lambda: ledger.count() >= count + 1, workers, f"{who} latency")
+    return latencies_without_warmup(ledger)
+
+
+def fanout_run(
+    workers: Workers, cmd: list[str], env: dict[str, str], ledger: Ledger, total: int, who: str
+) -> float:
+    """The timed part of the fan-out, once the root job is queued: start the workers,
+    wait until the ledger holds ``total`` lines; seconds. The caller stops the workers
+    (in a ``finally``), then checks the tree with ``check_tree``."""
+    t0 = time.perf_counter()
+    workers.start(cmd, env)
+    return wait_until(lambda: ledger.count() >= total, workers, f"{who} fan-out") - t0
+
+
 def fanout_children(i: int, total: int) -> list[int]:
     """The children of job ``i`` in the fan-out tree of ``total`` jobs."""
     return [c for c in (3 * i + 1, 3 * i + 2, 3 * i + 3) if c < total]

@@ -15,7 +15,6 @@ Fan-out children: ``ctx.schedule``, committed with the parent's completion. Done
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +25,9 @@ from common import (
     Ledger,
     Workers,
     check_tree,
-    latencies_without_warmup,
-    send_paced,
+    fanout_run,
+    latency_run,
     wait_deep,
-    wait_until,
     write_module,
 )
 
@@ -118,17 +116,21 @@ class CrawlqPeer:
         app, ledger, workers, cmd, env = self.fresh("latency")
         task = app.tasks["peer.latency"]
         try:
-            workers.start(cmd, env)
-            task.schedule(-1, time.time())
-            wait_until(lambda: ledger.count() >= 1, workers, "crawlq latency warm-up")
-            time.sleep(1.0)
-            self.gate.wait()
-            send_paced(lambda i, sent: task.schedule(i, sent), count, rate)
-            wait_until(lambda: ledger.count() >= count + 1, workers, "crawlq latency")
+            delays = latency_run(
+                workers,
+                cmd,
+                env,
+                lambda i, sent: task.schedule(i, sent),
+                ledger,
+                self.gate,
+                count,
+                rate,
+                "crawlq",
+            )
         finally:
             workers.stop()
             app.close()
-        return latencies_without_warmup(ledger)
+        return delays
 
     def fanout(self, total: int, sleep: float) -> float:
         app, ledger, workers, cmd, env = self.fresh("fanout")
@@ -137,14 +139,12 @@ class CrawlqPeer:
         app.tasks["peer.fan"].schedule(0, total, sleep)
         self.gate.wait()
         try:
-            t0 = time.perf_counter()
-            workers.start(cmd, env)
-            t1 = wait_until(lambda: ledger.count() >= total, workers, "crawlq fan-out")
+            seconds = fanout_run(workers, cmd, env, ledger, total, "crawlq")
         finally:
             workers.stop()
             app.close()
         check_tree(ledger, total, "crawlq")
-        return t1 - t0
+        return seconds
 
     def deep(self, n: int, sample: int) -> tuple[float, int]:
         app, ledger, workers, cmd, env = self.fresh("deep")

@@ -36,8 +36,8 @@ from common import (
     Ledger,
     Workers,
     check_tree,
-    latencies_without_warmup,
-    send_paced,
+    fanout_run,
+    latency_run,
     wait_deep,
     wait_until,
     write_module,
@@ -222,17 +222,21 @@ class DramatiqPeer:
         ledger, workers, env = self.ledger("latency", env)
         lat = broker.get_actor("lat")
         try:
-            workers.start(self.worker_cmd(), env)
-            lat.send(-1, time.time())
-            wait_until(lambda: ledger.count() >= 1, workers, "dramatiq latency warm-up")
-            time.sleep(1.0)
-            self.gate.wait()
-            send_paced(lambda i, sent: lat.send(i, sent), count, rate)
-            wait_until(lambda: ledger.count() >= count + 1, workers, "dramatiq latency")
+            delays = latency_run(
+                workers,
+                self.worker_cmd(),
+                env,
+                lambda i, sent: lat.send(i, sent),
+                ledger,
+                self.gate,
+                count,
+                rate,
+                "dramatiq",
+            )
         finally:
             workers.stop()
             self.done_with(broker)
-        return latencies_without_warmup(ledger)
+        return delays
 
     def fanout(self, total: int, sleep: float) -> float:
         broker, env = self.fresh("fanout")
@@ -240,14 +244,12 @@ class DramatiqPeer:
         try:
             broker.get_actor("fan").send(0, total, sleep)
             self.gate.wait()
-            t0 = time.perf_counter()
-            workers.start(self.worker_cmd(), env)
-            t1 = wait_until(lambda: ledger.count() >= total, workers, "dramatiq fan-out")
+            seconds = fanout_run(workers, self.worker_cmd(), env, ledger, total, "dramatiq")
         finally:
             workers.stop()
             self.done_with(broker)
         check_tree(ledger, total, "dramatiq")
-        return t1 - t0
+        return seconds
 
     def deep(self, n: int, sample: int) -> tuple[float, int]:
         broker, env = self.fresh("deep")

@@ -35,8 +35,8 @@ from common import (
     Ledger,
     Workers,
     check_tree,
-    latencies_without_warmup,
-    send_paced,
+    fanout_run,
+    latency_run,
     wait_deep,
     wait_until,
     write_module,
@@ -177,17 +177,21 @@ class HueyPeer:
         ledger = self.ledger("latency")
         workers, cmd = self.workers("latency")
         try:
-            workers.start(cmd, {**env, **ledger.env})
-            task(-1, time.time())
-            wait_until(lambda: ledger.count() >= 1, workers, "huey latency warm-up")
-            time.sleep(1.0)
-            self.gate.wait()
-            send_paced(lambda i, sent: task(i, sent), count, rate)
-            wait_until(lambda: ledger.count() >= count + 1, workers, "huey latency")
+            delays = latency_run(
+                workers,
+                cmd,
+                {**env, **ledger.env},
+                lambda i, sent: task(i, sent),
+                ledger,
+                self.gate,
+                count,
+                rate,
+                "huey",
+            )
         finally:
             workers.stop()
             self.dispose(huey)
-        return latencies_without_warmup(ledger)
+        return delays
 
     def fanout(self, total: int, sleep: float) -> float:
         huey, tasks, env = self.fresh("fanout")
@@ -197,14 +201,12 @@ class HueyPeer:
         workers, cmd = self.workers("fanout")
         self.gate.wait()
         try:
-            t0 = time.perf_counter()
-            workers.start(cmd, {**env, **ledger.env})
-            t1 = wait_until(lambda: ledger.count() >= total, workers, "huey fan-out")
+            seconds = fanout_run(workers, cmd, {**env, **ledger.env}, ledger, total, "huey")
         finally:
             workers.stop()
             self.dispose(huey)
         check_tree(ledger, total, "huey")
-        return t1 - t0
+        return seconds
 
     def deep(self, n: int, sample: int) -> tuple[float, int]:
         if n < LEDGER_SKIP + sample:

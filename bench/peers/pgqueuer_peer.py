@@ -42,8 +42,8 @@ from common import (
     Ledger,
     Workers,
     check_tree,
-    latencies_without_warmup,
-    send_paced,
+    fanout_run,
+    latency_run,
     wait_deep,
     wait_until,
     write_module,
@@ -292,16 +292,20 @@ class PgqueuerPeer:
         with conn:
             q = self.queries(conn)
             try:
-                workers.start(self.cmd_continuous, env)
-                q.enqueue("lat", f"-1 {time.time()}".encode())
-                wait_until(lambda: ledger.count() >= 1, workers, "pgqueuer latency warm-up")
-                time.sleep(1.0)
-                self.gate.wait()
-                send_paced(lambda i, sent: q.enqueue("lat", f"{i} {sent}".encode()), count, rate)
-                wait_until(lambda: ledger.count() >= count + 1, workers, "pgqueuer latency")
+                delays = latency_run(
+                    workers,
+                    self.cmd_continuous,
+                    env,
+                    lambda i, sent: q.enqueue("lat", f"{i} {sent}".encode()),
+                    ledger,
+                    self.gate,
+                    count,
+                    rate,
+                    "pgqueuer",
+                )
             finally:
                 workers.stop()
-        return latencies_without_warmup(ledger)
+        return delays
 
     def fanout(self, total: int, sleep: float) -> float:
         dsn, conn = self.fresh()
@@ -311,13 +315,11 @@ class PgqueuerPeer:
             self.queries(conn).enqueue("fan", payload)
             self.gate.wait()
             try:
-                t0 = time.perf_counter()
-                workers.start(self.cmd_continuous, env)
-                t1 = wait_until(lambda: ledger.count() >= total, workers, "pgqueuer fan-out")
+                seconds = fanout_run(workers, self.cmd_continuous, env, ledger, total, "pgqueuer")
             finally:
                 workers.stop()
         check_tree(ledger, total, "pgqueuer")
-        return t1 - t0
+        return seconds
 
     def deep(self, n: int, sample: int) -> tuple[float, int]:
         dsn, conn = self.fresh()

@@ -34,8 +34,8 @@ from common import (
     Ledger,
     Workers,
     check_tree,
-    latencies_without_warmup,
-    send_paced,
+    fanout_run,
+    latency_run,
     wait_deep,
     wait_until,
     write_module,
@@ -212,17 +212,21 @@ class ProcrastinatePeer:
         ledger, workers, env = self.ledger("latency", dsn)
         lat = app.tasks["lat"]
         try:
-            workers.start(self.worker_cmd(), env)
-            lat.defer(i=-1, sent=time.time())
-            wait_until(lambda: ledger.count() >= 1, workers, "procrastinate latency warm-up")
-            time.sleep(1.0)
-            self.gate.wait()
-            send_paced(lambda i, sent: lat.defer(i=i, sent=sent), count, rate)
-            wait_until(lambda: ledger.count() >= count + 1, workers, "procrastinate latency")
+            delays = latency_run(
+                workers,
+                self.worker_cmd(),
+                env,
+                lambda i, sent: lat.defer(i=i, sent=sent),
+                ledger,
+                self.gate,
+                count,
+                rate,
+                "procrastinate",
+            )
         finally:
             workers.stop()
             self.drop(schema, app)
-        return latencies_without_warmup(ledger)
+        return delays
 
     def fanout(self, total: int, sleep: float) -> float:
         schema, dsn, app = self.fresh()
@@ -230,14 +234,12 @@ class ProcrastinatePeer:
         try:
             app.tasks["fan"].defer(i=0, total=total, sleep=sleep)
             self.gate.wait()
-            t0 = time.perf_counter()
-            workers.start(self.worker_cmd(), env)
-            t1 = wait_until(lambda: ledger.count() >= total, workers, "procrastinate fan-out")
+            seconds = fanout_run(workers, self.worker_cmd(), env, ledger, total, "procrastinate")
         finally:
             workers.stop()
             self.drop(schema, app)
         check_tree(ledger, total, "procrastinate")
-        return t1 - t0
+        return seconds
 
     def deep(self, n: int, sample: int) -> tuple[float, int]:
         schema, dsn, app = self.fresh()

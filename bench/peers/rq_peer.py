@@ -30,8 +30,8 @@ from common import (
     Ledger,
     Workers,
     check_tree,
-    latencies_without_warmup,
-    send_paced,
+    fanout_run,
+    latency_run,
     wait_deep,
     wait_until,
     write_module,
@@ -168,17 +168,21 @@ class RqPeer:
         ledger = self.ledger(q)
         workers, cmd = self.workers(q)
         try:
-            workers.start(cmd, ledger.env)
-            q.enqueue(task, -1, time.time())
-            wait_until(lambda: ledger.count() >= 1, workers, "rq latency warm-up")
-            time.sleep(1.0)
-            self.gate.wait()
-            send_paced(lambda i, sent: q.enqueue(task, i, sent), count, rate)
-            wait_until(lambda: ledger.count() >= count + 1, workers, "rq latency")
+            delays = latency_run(
+                workers,
+                cmd,
+                ledger.env,
+                lambda i, sent: q.enqueue(task, i, sent),
+                ledger,
+                self.gate,
+                count,
+                rate,
+                "rq",
+            )
         finally:
             workers.stop()
             q.delete()
-        return latencies_without_warmup(ledger)
+        return delays
 
     def fanout(self, total: int, sleep: float) -> float:
         q = self.queue("fanout")
@@ -188,14 +192,12 @@ class RqPeer:
         workers, cmd = self.workers(q)
         self.gate.wait()
         try:
-            t0 = time.perf_counter()
-            workers.start(cmd, ledger.env)
-            t1 = wait_until(lambda: ledger.count() >= total, workers, "rq fan-out")
+            seconds = fanout_run(workers, cmd, ledger.env, ledger, total, "rq")
         finally:
             workers.stop()
             q.delete()
         check_tree(ledger, total, "rq")
-        return t1 - t0
+        return seconds
 
     def deep(self, n: int, sample: int) -> tuple[float, int]:
         if n < LEDGER_SKIP + sample:

@@ -42,8 +42,8 @@ from common import (
     Ledger,
     Workers,
     check_tree,
-    latencies_without_warmup,
-    send_paced,
+    fanout_run,
+    latency_run,
     wait_deep,
     wait_until,
     write_module,
@@ -234,17 +234,13 @@ class SaqPeer:
             self.run(queue.enqueue("latency", i=i, sent=sent))
 
         try:
-            workers.start(cmd, {**env, **ledger.env})
-            send(-1, time.time())
-            wait_until(lambda: ledger.count() >= 1, workers, "saq latency warm-up")
-            time.sleep(1.0)
-            self.gate.wait()
-            send_paced(send, count, rate)
-            wait_until(lambda: ledger.count() >= count + 1, workers, "saq latency")
+            delays = latency_run(
+                workers, cmd, {**env, **ledger.env}, send, ledger, self.gate, count, rate, "saq"
+            )
         finally:
             workers.stop()
             self.cleanup(queue)
-        return latencies_without_warmup(ledger)
+        return delays
 
     def fanout(self, total: int, sleep: float) -> float:
         queue, workers, cmd, env = self.fresh("fanout")
@@ -252,14 +248,12 @@ class SaqPeer:
         try:
             self.run(queue.enqueue("fan", i=0, total=total, sleep=sleep))
             self.gate.wait()
-            t0 = time.perf_counter()
-            workers.start(cmd, {**env, **ledger.env})
-            t1 = wait_until(lambda: ledger.count() >= total, workers, "saq fan-out")
+            seconds = fanout_run(workers, cmd, {**env, **ledger.env}, ledger, total, "saq")
         finally:
             workers.stop()
             self.cleanup(queue)
         check_tree(ledger, total, "saq")
-        return t1 - t0
+        return seconds
 
     def deep(self, n: int, sample: int) -> tuple[float, int]:
         queue, workers, cmd, env = self.fresh("deep")

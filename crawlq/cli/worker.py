@@ -24,8 +24,8 @@ from crawlq.worker.worker import Worker
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 EXIT_RESTART = 75
-"""Exit code (EX_TEMPFAIL) of a worker that stopped itself to be restarted: threads it
-could not stop took all its slots."""
+"""Exit code (EX_TEMPFAIL) of a worker that stopped itself to be restarted: a job's
+thread ran past its timeout and would not stop."""
 
 
 @contextmanager
@@ -159,7 +159,7 @@ def worker(
     --shutdown-grace seconds to finish; a second one releases them at once. Released
     jobs go back to pending without using up an attempt. Exits 0 after a clean stop and
     prints what the worker did; exits 75 when it stopped itself to be restarted (thread
-    runtime: jobs past their timeout that cannot be stopped hold every slot).
+    runtime: a job's thread ran past its timeout and has not stopped a minute later).
 
     \b
     Example:

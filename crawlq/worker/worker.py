@@ -24,8 +24,8 @@ from crawlq.stores.base import ClaimParams, Release, WaitParams
 from crawlq.worker.acks import Acker
 from crawlq.worker.execute import Outcome, timed_out
 from crawlq.worker.heartbeat import Heartbeat
+from crawlq.worker.memory import resident_bytes
 from crawlq.worker.runtimes import RUNTIMES, Runtime, RuntimeContext
-from crawlq.worker.runtimes.processes import resident_bytes
 
 if TYPE_CHECKING:
     from crawlq.app import App
@@ -88,7 +88,9 @@ class Worker:
                 "the worker has no queue to take jobs from: register tasks on the app "
                 "(@app.task) or name queues with --queue"
             )
-        self.id = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
+        self.id = f"{self.host}:{self.pid}:{secrets.token_hex(3)}"
         self.store = app.store
         self.counters = WorkerCounters()
         self._held: dict[int, _Held] = {}
@@ -97,8 +99,8 @@ class Worker:
         self._stopping = threading.Event()
         self._hurry = threading.Event()
         self.stuck = False
-        """True when the worker stopped itself because threads it could not stop took
-        all its slots (the thread runtime); it should be restarted."""
+        """True when the worker stopped itself because a job's thread ran past its
+        timeout and would not stop (the thread runtime); it should be restarted."""
         self._runtime: Runtime = RUNTIMES[settings.runtime](
             RuntimeContext(
                 app=app, worker_id=self.id, settings=settings, hooks=self, app_ref=app_ref
@@ -288,13 +290,19 @@ class Worker:
             for held in gone:
                 del self._held[held.job.id]
         for held in gone:
-            self.counters.fenced += 1
             logger.error(
                 "job %s: the store has been unreachable for longer than its lease of %s s, "
                 "so another worker may run it now; stopping it here",
                 held.job.id,
                 held.job.lease_seconds,
             )
+        self.counters.fenced += len(gone)
+        self._stop_jobs(gone)
+
+    def _stop_jobs(self, gone: list[_Held]) -> None:
+        """Stop the jobs of ``gone`` (already dropped from the held ones): their leases
+        are no longer ours, so whatever they would report is not wanted."""
+        for held in gone:
             if held.started:
                 self._runtime.cancel(held.job)
         if gone:
@@ -320,11 +328,10 @@ class Worker:
     # -- the worker's record, and maintenance ------------------------------------------
 
     def _info(self) -> WorkerInfo:
-        host, pid, _ = self.id.rsplit(":", 2)
         return WorkerInfo(
             id=self.id,
-            host=host,
-            pid=int(pid),
+            host=self.host,
+            pid=self.pid,
             queues=tuple(self.queues),
             runtime=self.settings.runtime,
             concurrency=self.settings.concurrency,
@@ -363,12 +370,9 @@ class Worker:
             DEAD_AFTER,
             len(gone),
         )
-        for held in gone:
-            self.counters.lost += 1
-            if held.started:
-                self._runtime.cancel(held.job)
+        self.counters.lost += len(gone)
+        self._stop_jobs(gone)
         self._register()
-        self._wakeup.set()
 
     def _maintain(self) -> None:
         """Return expired leases and dead workers' jobs, prune old jobs and records: each

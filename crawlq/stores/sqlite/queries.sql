@@ -203,6 +203,13 @@ WHERE id = :id AND state = 'alive';
 SELECT * FROM crawlq_workers
 ORDER BY state <> 'alive', started_at, id;
 
+-- name: worker_any_overdue
+-- Read-only probe, so that the reaper's every look takes no write lock.
+SELECT EXISTS (
+    SELECT 1 FROM crawlq_workers
+    WHERE state = 'alive' AND last_heartbeat < :now - :dead_after
+);
+
 -- name: worker_reap
 -- Alive workers whose heartbeat is overdue become dead.
 UPDATE crawlq_workers SET state = 'dead', stopped_at = :now
@@ -224,6 +231,13 @@ RETURNING id, queue, key, followup, state;
 -- name: worker_prune
 DELETE FROM crawlq_workers
 WHERE state IN ('stopped', 'dead') AND stopped_at < :before;
+
+-- name: maintenance_held_elsewhere
+-- Read-only probe: another owner holds the duty and it has not expired.
+SELECT EXISTS (
+    SELECT 1 FROM crawlq_maintenance
+    WHERE duty = :duty AND owner <> :owner AND expires_at > :now
+);
 
 -- name: maintenance_acquire
 -- A row comes back only if :owner holds the duty now (free, expired, or its own).

@@ -627,6 +627,12 @@ class SQLiteStore:
 
     def worker_reap(self, *, dead_after: float, now: Timestamp | None = None) -> list[str]:
         t = self._now(now)
+        probe = {"now": t, "dead_after": dead_after}
+        if not self._read(
+            "probing for dead workers",
+            lambda c: bool(c.execute(Q["worker_any_overdue"], probe).fetchone()[0]),
+        ):
+            return []  # the common case takes no write lock
 
         def work(conn: sqlite3.Connection) -> list[str]:
             dead = sorted(
@@ -652,6 +658,11 @@ class SQLiteStore:
         self, duty: str, owner: str, ttl: float, *, now: Timestamp | None = None
     ) -> bool:
         params = {"duty": duty, "owner": owner, "ttl": ttl, "now": self._now(now)}
+        if self._read(
+            "probing a maintenance lease",
+            lambda c: bool(c.execute(Q["maintenance_held_elsewhere"], params).fetchone()[0]),
+        ):
+            return False  # the workers that do not hold the duty take no write lock
         return self._write(
             "acquiring a maintenance lease",
             lambda c: c.execute(Q["maintenance_acquire"], params).fetchone() is not None,

@@ -33,6 +33,7 @@ from crawlq.exceptions import ConfigurationError
 from crawlq.jobs import ConflictPolicy, Job, JobSpec, JobState
 from crawlq.stores.base import Completion, Failure, Release
 from crawlq.worker.execute import Outcome, backoff_of, execute, lost
+from crawlq.worker.memory import resident_bytes
 
 if TYPE_CHECKING:
     from crawlq.app import App
@@ -165,29 +166,16 @@ def child_main(
 # -- the worker's side ----------------------------------------------------------------
 
 
-def resident_bytes(pid: int) -> int | None:
-    """Resident memory of process ``pid`` (Linux /proc), or None if unknown."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
 class _Child:
     """One child process and the worker's end of its pipe."""
 
-    def __init__(self, runtime: ProcessRuntime, slot: int) -> None:
-        ctx = runtime._ctx
+    def __init__(self, args: tuple[str, str | None, str, int], slot: int) -> None:
+        """``args``: what ``child_main`` takes before its pipe."""
         mp = multiprocessing.get_context("spawn")
         ours, theirs = mp.Pipe()
-        store_url = ctx.app.store_url
         self.proc = mp.Process(
             target=child_main,
-            args=(runtime.app_ref, store_url, ctx.worker_id, logger.getEffectiveLevel(), theirs),
+            args=(*args, theirs),
             name=f"crawlq-child-{slot}",
             daemon=True,
         )
@@ -255,6 +243,12 @@ class ProcessRuntime:
     def __init__(self, ctx: RuntimeContext) -> None:
         self._ctx = ctx
         self.app_ref = ctx.app_ref or find_app_reference(ctx.app)
+        self._child_args = (
+            self.app_ref,
+            ctx.app.store_url,
+            ctx.worker_id,
+            logger.getEffectiveLevel(),
+        )
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._running: dict[int, _Child] = {}
@@ -265,7 +259,7 @@ class ProcessRuntime:
 
     def start(self) -> None:
         for slot in range(self._ctx.settings.concurrency):
-            self._children[slot] = _Child(self, slot)
+            self._children[slot] = _Child(self._child_args, slot)
         for child in self._children.values():
             problem = child.wait_ready()
             if problem is not None:
@@ -342,7 +336,7 @@ class ProcessRuntime:
         old.kill()
         with contextlib.suppress(OSError):
             old.conn.close()
-        new = _Child(self, slot)
+        new = _Child(self._child_args, slot)
         with self._lock:
             self._children[slot] = new
 
