@@ -14,23 +14,10 @@ from types import ModuleType
 
 import pytest
 
-import crawlq
 from crawlq import App, JobContext, JobState, WorkerSettings
 from crawlq.exceptions import ConfigurationError
 from crawlq.stores.base import JobFilter
-
-
-def drain(app: App, **settings: object) -> crawlq.Worker:
-    worker = app.worker(WorkerSettings(burst=True, poll_timeout=0.05, **settings))  # type: ignore[arg-type]
-    worker.run()
-    return worker
-
-
-def job(app: App, job_id: int) -> crawlq.Job:
-    found = app.get_job(job_id)
-    assert found is not None
-    return found
-
+from tests.unit.test_worker import drain, job
 
 # -- asyncio ---------------------------------------------------------------------------
 

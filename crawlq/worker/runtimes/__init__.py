@@ -13,6 +13,7 @@ lease): its outcome is then ignored, and the runtime keeps its slot count.
 
 from __future__ import annotations
 
+import queue
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -65,6 +66,18 @@ class RuntimeContext:
     hooks: Hooks
     app_ref: str | None = None
     """``module:attribute`` of the app, for runtimes that import it in child processes."""
+
+
+def take_queued(jobs: queue.SimpleQueue[Job | None]) -> list[Job]:
+    """Everything waiting in a slot queue, sentinels left out (``take_unstarted``)."""
+    taken: list[Job] = []
+    while True:
+        try:
+            item = jobs.get_nowait()
+        except queue.Empty:
+            return taken
+        if item is not None:
+            taken.append(item)
 
 
 def _thread(ctx: RuntimeContext) -> Runtime:

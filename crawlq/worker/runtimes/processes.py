@@ -34,6 +34,7 @@ from crawlq.jobs import ConflictPolicy, Job, JobSpec, JobState
 from crawlq.stores.base import Completion, Failure, Release
 from crawlq.worker.execute import Outcome, backoff_of, execute, lost
 from crawlq.worker.memory import resident_bytes
+from crawlq.worker.runtimes import take_queued
 
 if TYPE_CHECKING:
     from crawlq.app import App
@@ -344,14 +345,7 @@ class ProcessRuntime:
         self._queue.put(job)
 
     def take_unstarted(self) -> list[Job]:
-        jobs: list[Job] = []
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return jobs
-            if item is not None:
-                jobs.append(item)
+        return take_queued(self._queue)
 
     def cancel(self, job: Job) -> None:
         with self._lock:

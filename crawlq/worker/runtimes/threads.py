@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from crawlq.jobs import Job
 from crawlq.worker.execute import execute
+from crawlq.worker.runtimes import take_queued
 
 if TYPE_CHECKING:
     from crawlq.worker.runtimes import RuntimeContext
@@ -65,14 +66,7 @@ class ThreadRuntime:
         self._queue.put(job)
 
     def take_unstarted(self) -> list[Job]:
-        jobs: list[Job] = []
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                return jobs
-            if item is not None:
-                jobs.append(item)
+        return take_queued(self._queue)
 
     def cancel(self, job: Job) -> None:
         with self._lock:
