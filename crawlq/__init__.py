@@ -9,8 +9,11 @@ from __future__ import annotations
 from crawlq.app import App
 from crawlq.config import WorkerSettings
 from crawlq.context import JobContext
+from crawlq.crawls import CrawlInfo, CrawlSpec, CrawlState
 from crawlq.exceptions import (
     ConfigurationError,
+    CrawlClosed,
+    CrawlNotFound,
     CrawlqError,
     Discard,
     PayloadError,
@@ -32,6 +35,7 @@ from crawlq.jobs import (
     WorkerInfo,
     WorkerState,
 )
+from crawlq.limits import KeyLimit, Limits
 from crawlq.retry import Backoff
 from crawlq.stores import Store, open_store
 from crawlq.tasks import Task, TaskOptions
@@ -44,12 +48,19 @@ __all__ = [
     "Backoff",
     "ConfigurationError",
     "ConflictPolicy",
+    "CrawlClosed",
+    "CrawlInfo",
+    "CrawlNotFound",
+    "CrawlSpec",
+    "CrawlState",
     "CrawlqError",
     "Discard",
     "Job",
     "JobContext",
     "JobSpec",
     "JobState",
+    "KeyLimit",
+    "Limits",
     "Outcome",
     "PayloadError",
     "QueueStats",

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from crawlq.config import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_STORE_URL, WorkerSettings
-from crawlq.exceptions import ConfigurationError, TaskNotFound
+from crawlq.crawls import (
+    OPEN_CRAWL_STATES,
+    CrawlInfo,
+    CrawlSpec,
+    CrawlState,
+    check_placement,
+    check_seen_has_crawl,
+)
+from crawlq.exceptions import ConfigurationError, CrawlClosed, CrawlNotFound, TaskNotFound
+from crawlq.fingerprint import fingerprint_of
 from crawlq.jobs import Job, JobSpec, QueueStats, ScheduleResult, WorkerInfo
+from crawlq.limits import KeyLimit, Limits
 from crawlq.payload import encode_arguments
 from crawlq.stores import Store, open_store
 from crawlq.tasks import Task, make_options
@@ -127,6 +138,9 @@ class App:
         at: datetime | float | None = None,
         key: str | None = None,
         priority: int | None = None,
+        crawl: int | None = None,
+        limit_key: str | None = None,
+        seen: str | None = None,
     ) -> JobSpec:
         """Check arguments and options of one call and return its JobSpec."""
         if delay is not None and at is not None:
@@ -135,6 +149,7 @@ class App:
             )
         if key is not None and not isinstance(key, str):
             raise ConfigurationError(f"key must be a str, not {type(key).__name__}")
+        check_placement(crawl, limit_key, seen)
         task.check_call(args, kwargs)
         plain_args, plain_kwargs = encode_arguments(
             task.name, args, kwargs, names=task.arg_names, max_bytes=self.max_payload_bytes
@@ -153,11 +168,16 @@ class App:
             lease_seconds=options.lease,
             timeout=options.timeout,
             on_conflict=options.on_conflict,
+            crawl=crawl,
+            limit_key=limit_key,
+            fingerprint=None if seen is None else fingerprint_of(seen),
         )
 
     def schedule_many(self, specs: Iterable[JobSpec]) -> list[ScheduleResult]:
         """Schedule many jobs in one transaction; one result per spec."""
-        return self.store.job_schedule(list(specs))
+        batch = list(specs)
+        check_seen_has_crawl(batch)
+        return self.store.job_schedule(batch)
 
     # -- looking and acting ----------------------------------------------------------
 
@@ -174,6 +194,112 @@ class App:
     def workers(self) -> list[WorkerInfo]:
         """Every registered worker, alive ones first (see ``Store.worker_list``)."""
         return self.store.worker_list()
+
+    # -- crawls ---------------------------------------------------------------------
+
+    def crawl(
+        self,
+        name: str,
+        start: Iterable[JobSpec] = (),
+        *,
+        meta: Mapping[str, Any] | None = None,
+        on_finish: Task[Any, Any] | JobSpec | None = None,
+        on_finish_kwargs: Mapping[str, Any] | None = None,
+        limits: Limits | None = None,
+    ) -> CrawlInfo:
+        """Create a crawl and schedule its first jobs (``task.spec(...)``) into it, at once.
+
+        The crawl finishes when none of its jobs is pending or running, once; then
+        ``on_finish`` (a task, with ``on_finish_kwargs``, or a spec) is scheduled with
+        ``crawl_id=`` set in its keyword arguments. ``limits`` are the defaults of the
+        limit keys its jobs are the first to use.
+        """
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError("a crawl needs a name: a non-empty string")
+        _, plain_meta = encode_arguments(
+            f"crawl {name} (meta)", (), meta or {}, max_bytes=self.max_payload_bytes
+        )
+        finish: JobSpec | None
+        if isinstance(on_finish, Task):
+            # checked with a stand-in crawl_id: the task must accept one; the store sets it
+            kwargs = {**(on_finish_kwargs or {}), "crawl_id": 0}
+            stand_in = on_finish.spec_for((), kwargs)
+            kept = {k: v for k, v in stand_in.kwargs.items() if k != "crawl_id"}
+            finish = replace(stand_in, kwargs=kept)
+        elif on_finish_kwargs is not None:
+            raise ConfigurationError("on_finish_kwargs go with on_finish=task, not with a spec")
+        else:
+            finish = on_finish
+        crawl = CrawlSpec(name=name, meta=plain_meta, on_finish=finish, limits=limits)
+        return self.store.crawl_create(crawl, list(start))
+
+    def get_crawl(self, crawl_id: int) -> CrawlInfo:
+        """One crawl; ``CrawlNotFound`` if there is none with this id."""
+        info = self.store.crawl_get(crawl_id)
+        if info is None:
+            raise CrawlNotFound(f"no crawl has id {crawl_id}: `crawlq crawls` lists them")
+        return info
+
+    def crawls(
+        self, *, state: CrawlState | None = None, limit: int | None = None
+    ) -> list[CrawlInfo]:
+        """Crawls in id order (only those in ``state`` if given)."""
+        return self.store.crawl_list(state=state, limit=limit)
+
+    def pause_crawl(self, crawl_id: int) -> CrawlInfo:
+        """Hold the crawl's pending jobs until ``resume_crawl``; pausing twice is allowed."""
+        return self._crawl_change(crawl_id, self.store.crawl_pause, "paused", CrawlState.PAUSED)
+
+    def resume_crawl(self, crawl_id: int) -> CrawlInfo:
+        """Let a paused crawl's jobs run again; resuming a running crawl changes nothing."""
+        return self._crawl_change(crawl_id, self.store.crawl_resume, "resumed", CrawlState.RUNNING)
+
+    def cancel_crawl(self, crawl_id: int) -> CrawlInfo:
+        """Cancel the crawl's pending jobs; running ones finish and add nothing."""
+        return self._crawl_change(
+            crawl_id, self.store.crawl_cancel, "cancelled", CrawlState.CANCELLED
+        )
+
+    def _crawl_change(
+        self, crawl_id: int, change: Callable[[int], bool], verb: str, target: CrawlState
+    ) -> CrawlInfo:
+        changed = change(crawl_id)
+        info = self.get_crawl(crawl_id)
+        if not changed and info.state is not target and info.state not in OPEN_CRAWL_STATES:
+            raise CrawlClosed(f"crawl {crawl_id} is {info.state}: it cannot be {verb}")
+        return info
+
+    def seen_add(self, crawl_id: int, keys: Iterable[str]) -> list[bool]:
+        """Add URLs (or keys) to the crawl's seen set; True for each that was new.
+
+        URLs are compared in canonical form (``crawlq.fingerprint``).
+        """
+        return self.store.seen_add(crawl_id, [fingerprint_of(k) for k in keys])
+
+    # -- limits ----------------------------------------------------------------------
+
+    def set_limit(
+        self, key: str, *, max_running: int | None = None, min_interval: float = 0.0
+    ) -> None:
+        """Override the limits of one key (a host), on every worker."""
+        check_placement(None, key, None)
+        self.store.limit_set(key, Limits(max_running=max_running, min_interval=min_interval))
+
+    def set_default_limit(self, queue: str, limits: Limits | None) -> None:
+        """The limits a new key of ``queue``'s jobs takes (None removes the default)."""
+        self.store.limit_set_default(queue, limits)
+
+    def block_key(self, key: str, seconds: float) -> None:
+        """Start no job of ``key`` for ``seconds`` from now, on every worker."""
+        check_placement(None, key, None)
+        if not 0 <= seconds < float("inf"):
+            raise ConfigurationError(f"cannot block a key for {seconds!r} s: give seconds >= 0")
+        store = self.store
+        store.limit_block(key, store.now() + seconds)
+
+    def limits(self, *keys: str) -> list[KeyLimit | None]:
+        """The state of each key (None for a key the store has no record of)."""
+        return self.store.limit_get(keys)
 
     def worker(self, settings: WorkerSettings | None = None) -> Worker:
         """A worker for this app's tasks (``worker.run()`` blocks until it stops)."""

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from crawlq.crawls import check_seen_has_crawl
+from crawlq.exceptions import ConfigurationError
 from crawlq.jobs import Job, JobSpec
 
 if TYPE_CHECKING:
@@ -46,6 +48,15 @@ class JobContext:
     def key(self) -> str | None:
         return self.job.key
 
+    @property
+    def crawl_id(self) -> int | None:
+        """The crawl this job belongs to, if any."""
+        return self.job.crawl_id
+
+    @property
+    def limit_key(self) -> str | None:
+        return self.job.limit_key
+
     def schedule(
         self,
         task: Task[Any, Any] | str,
@@ -54,10 +65,38 @@ class JobContext:
         at: datetime | float | None = None,
         key: str | None = None,
         priority: int | None = None,
+        limit_key: str | None = None,
+        seen: str | None = None,
         **kwargs: Any,
     ) -> JobSpec:
-        """Schedule a follow-up job when this one completes; returns its spec."""
+        """Schedule a follow-up job when this one completes; returns its spec.
+
+        The job joins this job's crawl. ``seen`` (a URL or key) drops it at completion if
+        the crawl has already seen it; ``limit_key`` (a host) submits it to that key's
+        limits.
+        """
         target = self.app.get_task(task) if isinstance(task, str) else task
-        spec = target.spec_for(args, kwargs, delay=delay, at=at, key=key, priority=priority)
+        spec = target.spec_for(
+            args,
+            kwargs,
+            delay=delay,
+            at=at,
+            key=key,
+            priority=priority,
+            crawl=self.job.crawl_id,
+            limit_key=limit_key,
+            seen=seen,
+        )
+        check_seen_has_crawl([spec])
         self.children.append(spec)
         return spec
+
+    def block(self, seconds: float, *, key: str | None = None) -> None:
+        """Start no job of ``key`` (default: this job's limit key) for ``seconds``, on every
+        worker, at once (not at completion): after a 429 or 503 with Retry-After."""
+        limit_key = key if key is not None else self.job.limit_key
+        if limit_key is None:
+            raise ConfigurationError(
+                "ctx.block() needs a limit key: this job has none; pass key='example.com'"
+            )
+        self.app.block_key(limit_key, seconds)

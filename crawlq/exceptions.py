@@ -6,6 +6,8 @@ A subclass's docstring is its default message::
     ├── ConfigurationError      bad settings, an unknown store URL, a missing driver
     ├── PayloadError            arguments that are not JSON, or too large
     ├── TaskNotFound            a job names a task this app does not know
+    ├── CrawlNotFound           no crawl has this id
+    ├── CrawlClosed             the crawl finished or was cancelled: it takes no jobs
     └── StoreError              anything that went wrong inside a store
         └── StoreUnavailable    the store cannot be reached or stayed locked too long
 
@@ -34,6 +36,14 @@ class PayloadError(CrawlqError, TypeError):
 
 class TaskNotFound(CrawlqError):
     """The job names a task that is not registered on this app."""
+
+
+class CrawlNotFound(CrawlqError):
+    """No crawl has this id."""
+
+
+class CrawlClosed(CrawlqError):
+    """The crawl has finished or was cancelled: it accepts no more jobs."""
 
 
 class StoreError(CrawlqError):

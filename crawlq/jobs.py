@@ -66,6 +66,9 @@ class Outcome(StrEnum):
     DEFERRED = "deferred"
     """The job with this key is running: the request is remembered (one per key) and
     becomes a pending job when the running one ends."""
+    SEEN = "seen"
+    """The spec's fingerprint was already in its crawl's seen set: nothing was scheduled
+    (``job_id`` is 0)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -85,6 +88,16 @@ class JobSpec:
     lease_seconds: float = 30.0
     timeout: float | None = None
     on_conflict: ConflictPolicy = ConflictPolicy.REPLACE
+    crawl: int | None = None
+    """The id of the crawl the job belongs to (``crawl_create``); it must be running or
+    paused. A child scheduled by a running job of a crawl belongs to the same crawl."""
+    limit_key: str | None = None
+    """The limit key (the crawler uses the host): the store starts the jobs of one key
+    within that key's ``max_running``, ``min_interval`` and ``blocked_until``."""
+    fingerprint: bytes | None = None
+    """16 bytes (``crawlq.fingerprint``): with ``crawl`` set, the job is scheduled only if
+    the fingerprint is new to the crawl's seen set, and is added to it in the same
+    transaction; otherwise the outcome is ``SEEN`` and nothing is written."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -113,6 +126,8 @@ class Job:
     created_at: Timestamp
     started_at: Timestamp | None
     finished_at: Timestamp | None
+    crawl_id: int | None = None
+    limit_key: str | None = None
 
     @property
     def lease(self) -> Lease:
@@ -147,13 +162,17 @@ class QueueStats:
     done: int
     dead: int
     cancelled: int
+    waiting: int = 0
+    """Pending jobs held back by their limit key (not yet the key's front)."""
+    held: int = 0
+    """Pending jobs of paused crawls."""
     oldest_due_age: float | None
     """Seconds since the run_at of the oldest due job, or None if none is due."""
     done_last_minute: int
 
     @property
     def pending(self) -> int:
-        return self.due + self.scheduled
+        return self.due + self.scheduled + self.waiting + self.held
 
 
 class WorkerState(StrEnum):

@@ -119,10 +119,23 @@ class Task(Generic[P, R]):
         at: datetime | float | None = None,
         key: str | None = None,
         priority: int | None = None,
+        crawl: int | None = None,
+        limit_key: str | None = None,
+        seen: str | None = None,
         **kwargs: Any,
     ) -> JobSpec:
         """The JobSpec for one call: checked, encoded, not yet scheduled."""
-        return self.spec_for(args, kwargs, delay=delay, at=at, key=key, priority=priority)
+        return self.spec_for(
+            args,
+            kwargs,
+            delay=delay,
+            at=at,
+            key=key,
+            priority=priority,
+            crawl=crawl,
+            limit_key=limit_key,
+            seen=seen,
+        )
 
     def spec_for(
         self,
@@ -133,10 +146,22 @@ class Task(Generic[P, R]):
         at: datetime | float | None = None,
         key: str | None = None,
         priority: int | None = None,
+        crawl: int | None = None,
+        limit_key: str | None = None,
+        seen: str | None = None,
     ) -> JobSpec:
         """Like ``spec``, with arguments passed as a list and a dict (no name clashes)."""
         return self.app.build_spec(
-            self, args, kwargs or {}, delay=delay, at=at, key=key, priority=priority
+            self,
+            args,
+            kwargs or {},
+            delay=delay,
+            at=at,
+            key=key,
+            priority=priority,
+            crawl=crawl,
+            limit_key=limit_key,
+            seen=seen,
         )
 
     def schedule(
@@ -146,11 +171,26 @@ class Task(Generic[P, R]):
         at: datetime | float | None = None,
         key: str | None = None,
         priority: int | None = None,
+        crawl: int | None = None,
+        limit_key: str | None = None,
+        seen: str | None = None,
         **kwargs: Any,
     ) -> ScheduleResult:
         """Schedule one job. ``delay`` (seconds) or ``at`` (a datetime or epoch seconds)
-        sets when it is due; ``key`` makes it unique in its queue (see ``on_conflict``)."""
-        spec = self.spec_for(args, kwargs, delay=delay, at=at, key=key, priority=priority)
+        sets when it is due; ``key`` makes it unique in its queue (see ``on_conflict``);
+        ``crawl`` puts it in a crawl, ``seen`` (a URL or key) schedules it only if the
+        crawl has not seen it, ``limit_key`` (a host) submits it to that key's limits."""
+        spec = self.spec_for(
+            args,
+            kwargs,
+            delay=delay,
+            at=at,
+            key=key,
+            priority=priority,
+            crawl=crawl,
+            limit_key=limit_key,
+            seen=seen,
+        )
         return self.app.schedule_many([spec])[0]
 
     def delay(self, *args: Any, **kwargs: Any) -> ScheduleResult:

@@ -10,8 +10,11 @@ bench/requirements-peers.txt`. A peer whose package is missing is left out (and 
 Each peer runs on every store kind it supports; one private PostgreSQL and one private
 Redis (tests/servers.py, 127.0.0.1 only) serve every system. Workers are real worker
 processes started from each system's CLI, stopped (then killed) after each measurement.
-The "raw loop" column is the store with no queue library (bench/peers/raw_peer.py). Not a
-test: it asserts nothing about speed.
+The "raw loop" column is the store with no queue library (bench/peers/raw_peer.py); the
+"crawlq+crawl" column is crawlq again with its crawl features on every job (a crawl, a
+unique key, a limit key: bench/peers/crawlq_peer.py), not a peer: the ratio column
+"crawlq+crawl / crawlq" shows what those features cost. Not a test: it asserts nothing
+about speed.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ import common  # noqa: E402
 # name: (module, class, distribution on PyPI)
 PEERS: dict[str, tuple[str, str, str]] = {
     "crawlq": ("crawlq_peer", "CrawlqPeer", "crawlq"),
+    "crawlq+crawl": ("crawlq_peer", "CrawlqCrawlPeer", "crawlq"),
     "huey": ("huey_peer", "HueyPeer", "huey"),
     "rq": ("rq_peer", "RqPeer", "rq"),
     "celery": ("celery_peer", "CeleryPeer", "celery"),
@@ -57,6 +61,8 @@ PEERS: dict[str, tuple[str, str, str]] = {
     "pgqueuer": ("pgqueuer_peer", "PgqueuerPeer", "pgqueuer"),
     "raw": ("raw_peer", "RawPeer", "crawlq"),
 }
+NOT_PEERS = ("crawlq", "crawlq+crawl", "raw")
+"""crawlq itself, its crawl-features variant and the raw loop: not in "best peer"."""
 STORES = ("sqlite", "postgres", "redis")
 STORE_NAMES = bench_stores.STORE_NAMES
 DOC = REPO / "docs" / "benchmarks.md"
@@ -387,7 +393,9 @@ def report(
     names = [n for n in loaded if n != "raw"]
     stores = [s for s in STORES if any(ps == s for _, ps in peers)]
     pkg = [
-        f"{PEERS[n][2]} {importlib.metadata.version(PEERS[n][2])}" for n in names if n != "crawlq"
+        f"{PEERS[n][2]} {importlib.metadata.version(PEERS[n][2])}"
+        for n in names
+        if n not in NOT_PEERS
     ]
     out.append(f"- command: `{cmd}`")
     out.append(
@@ -409,15 +417,26 @@ def report(
         "private Redis (appendonly yes, appendfsync everysec) on 127.0.0.1, shared by all"
     )
     out.append("- load: {LOAD}")
+    described: set[str] = set()
     for name in loaded:
-        out.append(f"- {name}: {common.module_config(loaded[name][0])}")
+        mod, cls = loaded[name]
+        if mod.__name__ in described:  # a variant of a system described above
+            out.append(f"- {name}: {' '.join((cls.__doc__ or '').split())}")
+        else:
+            out.append(f"- {name}: {common.module_config(mod)}")
+            described.add(mod.__name__)
     for note in notes:
         out.append(f"- note: {note}")
     out.append("")
-    others = [p for p in names if p != "crawlq"]
+    others = [p for p in names if p not in NOT_PEERS]
     has_raw = "raw" in loaded
+    has_crawl = "crawlq" in loaded and "crawlq+crawl" in loaded
     head = [*names, *(["raw loop"] if has_raw else [])]
-    tail = ["crawlq / best peer", *(["crawlq / raw loop"] if has_raw else [])]
+    tail = [
+        "crawlq / best peer",
+        *(["crawlq / raw loop"] if has_raw else []),
+        *(["crawlq+crawl / crawlq"] if has_crawl else []),
+    ]
     out.append(f"| store | figure | unit | {' | '.join(head)} | {' | '.join(tail)} |")
     out.append(f"|---|---|---|{'---:|' * (len(head) + len(tail))}")
     for s in stores:
@@ -444,6 +463,13 @@ def report(
                     if mine and raw
                     else ""
                 )
+            if has_crawl:
+                crawl = results.get(("crawlq+crawl", s, f.key))
+                ratios.append(
+                    f"{ratio(statistics.median(crawl), statistics.median(mine), f):.2f}"
+                    if mine and crawl
+                    else ""
+                )
             out.append(
                 f"| {STORE_NAMES[s]} | {f.label} | {f.unit} | {' | '.join(cells)} "
                 f"| {' | '.join(ratios)} |"
@@ -453,6 +479,12 @@ def report(
         "Ratios: crawlq's median over the best peer's median on the same store (and over the "
         "raw loop's), oriented so that above 1 means crawlq is better (for ms, s and MiB the "
         "division is turned round)."
+        + (
+            " crawlq+crawl / crawlq: the same orientation, crawlq with its crawl features "
+            "over crawlq without; below 1 by what the features cost."
+            if has_crawl
+            else ""
+        )
     )
     if failed:
         out.append("")

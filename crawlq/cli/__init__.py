@@ -1,8 +1,10 @@
 """The ``crawlq`` command: ``main()`` and the assembly of its subcommands.
 
 One module per subcommand group: ``worker``, ``workers``, ``stats``, ``jobs`` (jobs, job,
-cancel, prune), ``dlq`` and ``schedule``; ``common`` holds the ``--app``/``--store`` target and
-error handling, ``output`` the tables and JSON, ``params`` the option types.
+cancel, prune), ``dlq``, ``schedule``, ``crawls`` (crawls, crawl-status, crawl-pause,
+crawl-resume, crawl-cancel) and ``limits`` (limit set, default, block, show). ``common``
+holds the ``--app``/``--store`` target and error handling, ``output`` the tables and
+JSON, ``params`` the option types.
 cli/ is the only part of crawlq that reads environment variables (``CRAWLQ_APP`` and
 ``CRAWLQ_STORE``, in ``common``).
 """
@@ -12,8 +14,10 @@ from __future__ import annotations
 import click
 
 from crawlq.cli.common import CrawlqGroup, Target, group_target_options
+from crawlq.cli.crawls import crawl_cancel, crawl_pause, crawl_resume, crawl_status, crawls
 from crawlq.cli.dlq import dlq
 from crawlq.cli.jobs import cancel, job, jobs, prune
+from crawlq.cli.limits import limit
 from crawlq.cli.schedule import schedule
 from crawlq.cli.stats import stats
 from crawlq.cli.worker import worker
@@ -30,8 +34,9 @@ def cli(ctx: click.Context) -> None:
     """crawlq: a durable job queue for web scraping.
 
     --app and --store can be given here or to each command (the command's value wins).
-    Commands that only read or manage jobs (stats, workers, jobs, job, dlq, cancel,
-    prune, schedule) need only a store; worker needs --app.
+    Commands that only read or manage jobs, crawls and limits (stats, workers, jobs, job,
+    dlq, cancel, prune, schedule, crawls, crawl-*, limit) need only a store; worker needs
+    --app.
 
     \b
     Example:
@@ -43,7 +48,23 @@ def cli(ctx: click.Context) -> None:
     ctx.ensure_object(Target)
 
 
-for command in (worker, workers, schedule, stats, jobs, job, cancel, prune, dlq):
+for command in (
+    worker,
+    workers,
+    schedule,
+    stats,
+    jobs,
+    job,
+    cancel,
+    prune,
+    dlq,
+    crawls,
+    crawl_status,
+    crawl_pause,
+    crawl_resume,
+    crawl_cancel,
+    limit,
+):
     cli.add_command(command)
 
 

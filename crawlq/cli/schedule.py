@@ -13,6 +13,7 @@ from crawlq.cli.common import current_target, json_option, open_app, target_opti
 from crawlq.cli.output import print_json
 from crawlq.cli.params import duration, iso_datetime, parse_json_option
 from crawlq.config import DEFAULT_MAX_PAYLOAD_BYTES
+from crawlq.crawls import check_placement
 from crawlq.jobs import JobSpec
 from crawlq.payload import encode_arguments
 
@@ -29,19 +30,29 @@ class Request:
     key: str | None
     priority: int | None
     queue: str | None
+    crawl: int | None = None
+    limit_key: str | None = None
 
 
 def spec_from_app(app: App, req: Request) -> JobSpec:
     """The registered task's own spec (its queue, attempts, lease...), --queue aside."""
     task = app.get_task(req.task)
     spec = task.spec_for(
-        req.args, req.kwargs, delay=req.delay, at=req.at, key=req.key, priority=req.priority
+        req.args,
+        req.kwargs,
+        delay=req.delay,
+        at=req.at,
+        key=req.key,
+        priority=req.priority,
+        crawl=req.crawl,
+        limit_key=req.limit_key,
     )
     return spec if req.queue is None else dataclasses.replace(spec, queue=req.queue)
 
 
 def spec_without_app(req: Request) -> JobSpec:
     """A spec with default options, for a task this process does not know."""
+    check_placement(req.crawl, req.limit_key, None)
     args, kwargs = encode_arguments(
         req.task, req.args, req.kwargs, max_bytes=DEFAULT_MAX_PAYLOAD_BYTES
     )
@@ -54,6 +65,8 @@ def spec_without_app(req: Request) -> JobSpec:
         priority=req.priority or 0,
         delay=req.delay or 0.0,
         run_at=None if req.at is None else req.at.timestamp(),
+        crawl=req.crawl,
+        limit_key=req.limit_key,
     )
 
 
@@ -96,6 +109,18 @@ def spec_without_app(req: Request) -> JobSpec:
 @click.option(
     "--queue", metavar="QUEUE", help="The queue.  [default: the task's queue, which is its name]"
 )
+@click.option(
+    "--crawl",
+    "crawl_id",
+    type=click.IntRange(min=1),
+    metavar="ID",
+    help="Add the job to this crawl (it must be running or paused).",
+)
+@click.option(
+    "--limit-key",
+    metavar="KEY",
+    help="Submit the job to this key's limits (see `crawlq limit`), e.g. a host.",
+)
 @json_option
 def schedule(
     task_name: str,
@@ -106,6 +131,8 @@ def schedule(
     key: str | None,
     priority: int | None,
     queue: str | None,
+    crawl_id: int | None,
+    limit_key: str | None,
     as_json: bool,
 ) -> None:
     """Schedule one job of TASK.
@@ -123,6 +150,7 @@ def schedule(
     Example:
       crawlq schedule fetch --app myjobs:app --args '["https://example.com", 2]' --delay 1h
       crawlq schedule fetch --args '["https://example.com"]' --key example.com
+      crawlq schedule fetch --args '["https://a.com/x"]' --crawl 3 --limit-key a.com
     """
     if delay is not None and at is not None:
         raise click.UsageError("give --delay or --at, not both")
@@ -135,6 +163,8 @@ def schedule(
         key=key,
         priority=priority,
         queue=queue,
+        crawl=crawl_id,
+        limit_key=limit_key,
     )
     with open_app() as app:
         spec = spec_from_app(app, req) if current_target().app_ref else spec_without_app(req)

@@ -14,6 +14,8 @@ def stats_to_dict(s: QueueStats) -> dict[str, object]:
         "queue": s.queue,
         "due": s.due,
         "scheduled": s.scheduled,
+        "waiting": s.waiting,
+        "held": s.held,
         "running": s.running,
         "done": s.done,
         "dead": s.dead,
@@ -32,13 +34,15 @@ def stats(as_json: bool) -> None:
     \b
     due          pending jobs whose run_at has come (the past-due count)
     scheduled    pending jobs due later
+    waiting      pending jobs held back by their limit key (see `crawlq limit`)
+    held         pending jobs of paused crawls
     running      jobs leased by a worker
     done, dead, cancelled
     oldest due   how long the oldest due job has been waiting
     done/min     jobs done in the last minute
 
-    --json prints a list of objects with the fields queue, due, scheduled, running, done,
-    dead, cancelled, oldest_due_age (seconds or null) and done_last_minute.
+    --json prints a list of objects with the fields queue, due, scheduled, waiting, held,
+    running, done, dead, cancelled, oldest_due_age (seconds or null) and done_last_minute.
 
     \b
     Example:
@@ -56,6 +60,8 @@ def stats(as_json: bool) -> None:
         "QUEUE",
         ">DUE",
         ">SCHEDULED",
+        ">WAITING",
+        ">HELD",
         ">RUNNING",
         ">DONE",
         ">DEAD",
@@ -66,7 +72,19 @@ def stats(as_json: bool) -> None:
     for s in rows:
         out.add_row(
             cell(s.queue),
-            *(cell(n) for n in (s.due, s.scheduled, s.running, s.done, s.dead, s.cancelled)),
+            *(
+                cell(n)
+                for n in (
+                    s.due,
+                    s.scheduled,
+                    s.waiting,
+                    s.held,
+                    s.running,
+                    s.done,
+                    s.dead,
+                    s.cancelled,
+                )
+            ),
             cell(human_age(s.oldest_due_age)),
             cell(s.done_last_minute),
         )

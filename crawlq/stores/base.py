@@ -12,7 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from crawlq.crawls import CrawlInfo, CrawlSpec, CrawlState
 from crawlq.jobs import Job, JobSpec, JobState, Lease, QueueStats, ScheduleResult, WorkerInfo
+from crawlq.limits import KeyLimit, Limits
 from crawlq.types import JobId, JSONValue, Timestamp
 
 
@@ -118,6 +120,26 @@ class Store(Protocol):
       and the dead worker's own heartbeat is refused.
     - ``maintenance_acquire`` is a named lease: at most one owner holds a duty until its
       ttl runs out.
+    - Crawls (``crawlq.crawls``): a job scheduled with ``crawl`` counts in that crawl;
+      the crawl's counters change in the transaction that changes the job. Every
+      transaction that lowers a crawl's pending + running (complete, fail to dead, expire,
+      reap, cancel) ends by finishing each open crawl it touched whose pending + running
+      is 0: state finished, finished_at = now, and its ``on_finish`` spec scheduled in the
+      same transaction (its id kept in ``on_finish_job``). A crawl finishes once; nothing
+      reopens it. Scheduling into an unknown crawl raises ``CrawlNotFound``, into a
+      finished or cancelled one ``CrawlClosed`` (the whole batch is refused), except the
+      children of a completion, which are dropped silently when their crawl is closed.
+      A job of a paused crawl is never claimed: its pending jobs are held (scheduling
+      into it holds the new job too) until ``crawl_resume``. ``job_requeue`` leaves a
+      dead job of a closed crawl dead.
+    - Seen sets: a fingerprint is added to a crawl's seen set once, for ever; the
+      ``seen`` counter is the size of the set. A spec with ``fingerprint`` is scheduled
+      only if it is new (outcome ``SEEN`` otherwise), in the same transaction.
+    - Limits (``crawlq.limits``): a job with a ``limit_key`` is claimed only when its key
+      has fewer than ``max_running`` jobs running, at least ``min_interval`` s after the
+      key's last start, and not before ``blocked_until``; every other claim rule holds.
+      The running count of a key is lowered by every way a job leaves running. A claim
+      costs the same whether the waiting jobs of blocked keys number none or millions.
     """
 
     capabilities: Capabilities
@@ -233,3 +255,65 @@ class Store(Protocol):
         """Take or renew the named lease ``duty`` for ``owner`` until now + ttl, atomically.
         True if ``owner`` holds it now (it was free, expired, or already ``owner``'s);
         False, changing nothing, while another owner holds it unexpired."""
+
+    # -- crawls and seen sets ----------------------------------------------------------
+
+    def crawl_create(
+        self, spec: CrawlSpec, start: Sequence[JobSpec], *, now: Timestamp | None = None
+    ) -> CrawlInfo:
+        """Create a running crawl and schedule ``start`` into it (their ``crawl`` field is
+        replaced by the new id), in one transaction. With no start job left scheduled
+        (none given, or all ``SEEN``) the crawl finishes at once. Crawl ids are positive
+        integers, increasing, never reused."""
+
+    def crawl_get(self, crawl_id: int) -> CrawlInfo | None:
+        """One crawl, or None if there is no such crawl."""
+
+    def crawl_list(
+        self, *, state: CrawlState | None = None, limit: int | None = None, after_id: int = 0
+    ) -> list[CrawlInfo]:
+        """Crawls with an id above ``after_id`` (in ``state`` if given), in id order."""
+
+    def crawl_pause(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
+        """A running crawl becomes paused and its pending jobs held; True if it was
+        running, else False and nothing changes."""
+
+    def crawl_resume(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
+        """A paused crawl runs again: its held jobs are pending again, with their own
+        run_at and limit keys. True if it was paused, else False and nothing changes."""
+
+    def crawl_cancel(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
+        """An open crawl becomes cancelled (finished_at = now, no ``on_finish``): its
+        pending jobs are cancelled; its running jobs run on, and their completion adds no
+        child. True if it was open, else False and nothing changes."""
+
+    def seen_add(
+        self, crawl_id: int, fingerprints: Sequence[bytes], *, now: Timestamp | None = None
+    ) -> list[bool]:
+        """Add 16-byte fingerprints to the crawl's seen set, in one transaction; True for
+        each that was new (a repeat within the batch is False). ``CrawlNotFound`` for an
+        unknown crawl; a closed crawl's set still takes additions."""
+
+    # -- limits --------------------------------------------------------------------------
+
+    def limit_set(self, key: str, limits: Limits, *, now: Timestamp | None = None) -> None:
+        """Override the settings of ``key`` (creating its record), effective for its next
+        claim; a key whose front waits on the old interval is re-timed at once."""
+
+    def limit_set_default(
+        self, queue: str, limits: Limits | None, *, now: Timestamp | None = None
+    ) -> None:
+        """The settings a key takes when a job of ``queue`` (outside a crawl with its own
+        limits) is the first to use it; None removes the default."""
+
+    def limit_block(self, key: str, until: Timestamp, *, now: Timestamp | None = None) -> None:
+        """No job of ``key`` starts before ``until`` (a later block wins, an earlier one
+        changes nothing). Running jobs are not touched."""
+
+    def limit_get(
+        self, keys: Sequence[str], *, now: Timestamp | None = None
+    ) -> list[KeyLimit | None]:
+        """The state of each key, None for a key the store has no record of."""
+
+    def limit_list(self, *, limit: int = 100, after: str = "") -> list[KeyLimit]:
+        """Keys greater than ``after``, in key order, at most ``limit``."""

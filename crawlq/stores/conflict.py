@@ -25,6 +25,8 @@ class Request:
     max_attempts: int
     lease_seconds: float
     timeout: float | None
+    crawl: int | None = None
+    limit_key: str | None = None
 
     @classmethod
     def from_spec(cls, spec: JobSpec, now: Timestamp) -> Request:
@@ -37,6 +39,8 @@ class Request:
             max_attempts=spec.max_attempts,
             lease_seconds=spec.lease_seconds,
             timeout=spec.timeout,
+            crawl=spec.crawl,
+            limit_key=spec.limit_key,
         )
 
     def to_json(self) -> str:
@@ -48,11 +52,15 @@ class Request:
 
 
 def merge(existing: Request, incoming: Request, policy: ConflictPolicy) -> Request | None:
-    """What the live request becomes under ``policy``; None when it stays unchanged."""
+    """What the live request becomes under ``policy``; None when it stays unchanged.
+
+    A request keeps its crawl and limit key whatever the policy: they are where the job
+    is counted, not something a later request may move.
+    """
     if policy is ConflictPolicy.KEEP:
         return None
     if policy is ConflictPolicy.REPLACE:
-        merged = incoming
+        merged = replace(incoming, crawl=existing.crawl, limit_key=existing.limit_key)
     else:
         merged = replace(
             existing,

@@ -1,7 +1,9 @@
 """The internal job states of the SQL stores and how they map to ``JobState``.
 
-Pending is split in two so that the claim index holds only due jobs: ``scheduled``
-(pending, due later when last looked at) and ``ready`` (pending and due).
+Pending is split so that the claim index holds only jobs that may be claimed now:
+``scheduled`` (pending, due later when last looked at), ``ready`` (pending and due),
+``waiting`` (pending behind its limit key's front job: see ``crawlq.limits``) and
+``held`` (pending in a paused crawl).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from crawlq.jobs import JobState
 PUBLIC_STATE: dict[str, JobState] = {
     "scheduled": JobState.PENDING,
     "ready": JobState.PENDING,
+    "waiting": JobState.PENDING,
+    "held": JobState.PENDING,
     "running": JobState.RUNNING,
     "done": JobState.DONE,
     "dead": JobState.DEAD,
@@ -19,7 +23,7 @@ PUBLIC_STATE: dict[str, JobState] = {
 """Internal state -> public state."""
 
 INTERNAL_STATES: dict[JobState, list[str]] = {
-    JobState.PENDING: ["scheduled", "ready"],
+    JobState.PENDING: ["scheduled", "ready", "waiting", "held"],
     JobState.RUNNING: ["running"],
     JobState.DONE: ["done"],
     JobState.DEAD: ["dead"],

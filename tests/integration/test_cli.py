@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from crawlq.app import App
 from crawlq.cli import cli
 from crawlq.cli.output import first_line, human_age
+from crawlq.crawls import CrawlInfo
 from crawlq.jobs import WorkerInfo
 from crawlq.stores import open_store
 from tests.integration.conftest import wait_until
@@ -109,7 +111,10 @@ def stats_of(crawlq: Invoke, queue: str) -> dict[str, Any]:
 def test_help_names_every_command_and_the_env_vars(crawlq: Invoke) -> None:
     result = crawlq("--help", store=False)
     assert result.exit_code == 0
-    for word in ("worker", "workers", "schedule", "stats", "jobs", "job", "dlq", "cancel", "prune"):
+    for word in (
+        *("worker", "workers", "schedule", "stats", "jobs", "job", "dlq", "cancel", "prune"),
+        *("crawls", "crawl-status", "crawl-pause", "crawl-resume", "crawl-cancel", "limit"),
+    ):
         assert f"  {word} " in result.stdout
     assert "CRAWLQ_STORE" in result.stdout and "CRAWLQ_APP" in result.stdout
 
@@ -128,6 +133,15 @@ def test_help_names_every_command_and_the_env_vars(crawlq: Invoke) -> None:
         (["dlq", "list"], ["--limit"]),
         (["dlq", "requeue"], ["--id", "--queue", "--all"]),
         (["dlq", "purge"], ["--yes"]),
+        (["crawls"], ["--state", "[default: 100;", "--json"]),
+        (["crawl-status"], ["ID", "--json"]),
+        (["crawl-pause"], ["ID"]),
+        (["crawl-resume"], ["ID"]),
+        (["crawl-cancel"], ["ID"]),
+        (["limit", "set"], ["KEY...", "--max-running", "--min-interval"]),
+        (["limit", "default"], ["QUEUE", "--remove"]),
+        (["limit", "block"], ["--for"]),
+        (["limit", "show"], ["--after", "--json"]),
     ],
 )
 def test_each_command_help_shows_options_defaults_and_env(
@@ -575,3 +589,73 @@ def test_worker_process_stops_gracefully_on_sigterm(
     assert "received SIGTERM" in stderr
     assert "claimed 1, done 1, failed 0, released 0" in stdout
     assert as_json(crawlq("job", "1", "--json"))["result"] == "slept"
+
+
+# -- crawls and limits ----------------------------------------------------------------
+
+
+def make_crawl(url: str, jobs: int = 3) -> CrawlInfo:
+    app = App(url)
+    page = app.task(name="page")(lambda ctx, n: None)
+    info = app.crawl("shop.test", [page.spec(i) for i in range(jobs)], meta={"team": "a"})
+    app.close()
+    return info
+
+
+def test_crawls_lists_and_crawl_status_shows_one(crawlq: Invoke, store_url: str) -> None:
+    info = make_crawl(store_url)
+    rows = as_json(crawlq("crawls", "--json"))
+    assert [(r["id"], r["name"], r["state"], r["pending"], r["meta"]) for r in rows] == [
+        (info.id, "shop.test", "running", 3, {"team": "a"})
+    ]
+    table = crawlq("crawls")
+    assert table.exit_code == 0 and "shop.test" in table.stdout and "0/3 (0%)" in table.stdout
+    one = as_json(crawlq("crawl-status", str(info.id), "--json"))
+    assert one["id"] == info.id and one["finished_at"] is None
+    assert "progress" in crawlq("crawl-status", str(info.id)).stdout
+    assert as_json(crawlq("crawls", "--state", "finished", "--json")) == []
+
+
+def test_pause_resume_cancel_and_their_errors(crawlq: Invoke, store_url: str) -> None:
+    info = make_crawl(store_url)
+    out = crawlq("crawl-pause", str(info.id))
+    assert out.exit_code == 0 and "is paused" in out.stdout
+    held = next(r for r in as_json(crawlq("stats", "--json")) if r["queue"] == "page")
+    assert held["held"] == 3 and held["due"] == 0
+    assert "is running" in crawlq("crawl-resume", str(info.id)).stdout
+    assert "is cancelled" in crawlq("crawl-cancel", str(info.id)).stdout
+    assert as_json(crawlq("crawl-status", str(info.id), "--json"))["cancelled"] == 3
+    assert_clean_error(crawlq("crawl-pause", str(info.id)), 1, "cannot be paused")
+    assert_clean_error(crawlq("crawl-status", "77"), 1, "no crawl has id 77")
+
+
+def test_schedule_into_a_crawl_with_a_limit_key(crawlq: Invoke, store_url: str) -> None:
+    info = make_crawl(store_url)
+    out = as_json(
+        crawlq(
+            "schedule", "page", "--args", "[9]", "--crawl", str(info.id),
+            "--limit-key", "shop.test", "--json",
+        )
+    )  # fmt: skip
+    assert out["outcome"] == "created"
+    assert as_json(crawlq("crawl-status", str(info.id), "--json"))["pending"] == 4
+    assert_clean_error(crawlq("schedule", "page", "--crawl", "55"), 1, "crawl 55")
+
+
+def test_limit_set_block_show(crawlq: Invoke) -> None:
+    out = crawlq("limit", "set", "a.test", "b.test", "--max-running", "2", "--min-interval", "1.5")
+    assert out.exit_code == 0, out.output
+    assert crawlq("limit", "block", "a.test", "--for", "10m").exit_code == 0
+    rows = as_json(crawlq("limit", "show", "--json"))
+    assert [(r["key"], r["max_running"], r["min_interval"], r["override"]) for r in rows] == [
+        ("a.test", 2, 1.5, True),
+        ("b.test", 2, 1.5, True),
+    ]
+    assert rows[0]["blocked_until"] is not None and rows[1]["blocked_until"] is None
+    table = crawlq("limit", "show", "a.test")
+    assert "override" in table.stdout and "in 10.0 min" in table.stdout
+    assert_clean_error(crawlq("limit", "show", "nope.test"), 1, "no record of key 'nope.test'")
+    assert crawlq("limit", "set", "a.test", "--max-running", "0").exit_code == 2
+    assert crawlq("limit", "block", "a.test", "--for", "soon").exit_code == 2
+    assert crawlq("limit", "default", "page", "--max-running", "1").exit_code == 0
+    assert crawlq("limit", "default", "page", "--remove").exit_code == 0

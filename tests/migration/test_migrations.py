@@ -200,3 +200,53 @@ def test_processes_opening_a_new_file_at_once_all_succeed(tmp_path: Path) -> Non
         assert sorted(j.key or "" for j in store.job_list(JobFilter())) == names
     finally:
         store.close()
+
+
+def test_the_jobs_table_rebuild_keeps_rows_counters_and_the_id_sequence(db: Path) -> None:
+    """0003 rebuilds crawlq_jobs (SQLite cannot alter its CHECK): every row, the per-queue
+    counters and the id high-water mark survive, and live keys stay unique."""
+    columns = "queue, task, args, kwargs, key, priority, run_at, state, max_attempts, "
+    columns += "lease_seconds, created_at, lease_token, worker_id"
+    rows = [
+        ("q", "t", "[1]", "{}", "a", 0, 10.0, "ready", 3, 30.0, 1.0, None, None),
+        ("q", "t", "[2]", "{}", None, 5, 9e9, "scheduled", 3, 30.0, 1.0, None, None),
+        ("q", "t", "[3]", "{}", "b", 0, 10.0, "running", 3, 30.0, 1.0, "tok", "w"),
+        ("r", "t", "[4]", "{}", None, 0, 10.0, "done", 3, 30.0, 1.0, None, None),
+        ("q", "t", "[5]", "{}", None, 0, 10.0, "dead", 3, 30.0, 1.0, None, None),
+        ("q", "t", "[6]", "{}", None, 0, 10.0, "ready", 3, 30.0, 1.0, None, None),
+    ]
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute(load_queries("crawlq.stores.sqlite")["migrations_create"])
+        for version, name, sql in migration_files()[:2]:
+            for statement in split_statements(sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO crawlq_migrations VALUES (?, ?, 0)", (version, name))
+        conn.executemany(f"INSERT INTO crawlq_jobs ({columns}) VALUES ({'?, ' * 12}?)", rows)
+        conn.execute("DELETE FROM crawlq_jobs WHERE id = 6")  # the high-water mark stays 6
+        conn.commit()
+        before = conn.execute(f"SELECT id, {columns} FROM crawlq_jobs ORDER BY id").fetchall()
+        counts = conn.execute("SELECT * FROM crawlq_counts ORDER BY queue, state").fetchall()
+    store = open_store(url(db))
+    try:
+        with closing(sqlite3.connect(db)) as conn:
+            after = conn.execute(f"SELECT id, {columns} FROM crawlq_jobs ORDER BY id").fetchall()
+            assert after == before
+            assert (
+                conn.execute("SELECT * FROM crawlq_counts ORDER BY queue, state").fetchall()
+                == counts
+            )
+        assert [j.crawl_id for j in store.job_list(JobFilter())] == [None] * 5
+        results = store.job_schedule(
+            [
+                JobSpec(queue="q", task="t"),  # after the high-water mark, not after 5
+                JobSpec(queue="q", task="t", key="a"),  # pending: updated in place
+                JobSpec(queue="q", task="t", key="b"),  # running: deferred
+            ]
+        )
+        assert [(r.job_id, r.outcome.value) for r in results] == [
+            (7, "created"),
+            (1, "updated"),
+            (3, "deferred"),
+        ]
+    finally:
+        store.close()

@@ -13,7 +13,18 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from crawlq.jobs import Job, JobSpec, JobState, Lease, Outcome, QueueStats, ScheduleResult
+from crawlq.crawls import CrawlInfo, CrawlSpec
+from crawlq.jobs import (
+    Job,
+    JobSpec,
+    JobState,
+    Lease,
+    Outcome,
+    QueueStats,
+    ScheduleResult,
+    WorkerInfo,
+)
+from crawlq.limits import KeyLimit
 from crawlq.stores import open_store
 from crawlq.stores.base import ClaimParams, Completion, Failure, JobFilter, Release, Store
 from crawlq.types import JobId, Timestamp
@@ -161,3 +172,42 @@ def counts(store: Store, queue: str = "q", *, now: Timestamp = T0) -> tuple[int,
     if s is None:
         return (0, 0, 0, 0, 0, 0)
     return (s.due, s.scheduled, s.running, s.done, s.dead, s.cancelled)
+
+
+# -- crawls, seen sets and limits (issue 6) ------------------------------------------------
+
+
+def new_crawl(
+    store: Store,
+    *start: JobSpec,
+    name: str = "c",
+    now: Timestamp = T0,
+    **fields: Any,
+) -> CrawlInfo:
+    """Create a crawl named ``name`` with ``start`` jobs (``fields`` go to CrawlSpec)."""
+    return store.crawl_create(CrawlSpec(name=name, **fields), list(start), now=now)
+
+
+def crawl_of(store: Store, crawl_id: int) -> CrawlInfo:
+    info = store.crawl_get(crawl_id)
+    assert info is not None, f"crawl {crawl_id} does not exist"
+    return info
+
+
+def crawl_counts(store: Store, crawl_id: int) -> tuple[int, int, int, int, int]:
+    """(pending, running, done, dead, cancelled) of one crawl."""
+    c = crawl_of(store, crawl_id)
+    return (c.pending, c.running, c.done, c.dead, c.cancelled)
+
+
+def key_limit(store: Store, key: str, *, now: Timestamp = T0) -> KeyLimit:
+    [record] = store.limit_get([key], now=now)
+    assert record is not None, f"limit key {key!r} has no record"
+    return record
+
+
+def worker(worker_id: str = "w1") -> WorkerInfo:
+    """A worker as it registers (for the worker_reap paths)."""
+    return WorkerInfo(
+        id=worker_id, host="box", pid=1, queues=("q",), runtime="thread", concurrency=4
+    )

@@ -361,6 +361,7 @@ def test_concurrent_opens_migrate_once(open_pg: OpenPG, raw: Any) -> None:
     assert applied.fetchall() == [
         (1, "0001_initial.sql"),
         (2, "0002_workers.sql"),
+        (3, "0003_crawls.sql"),
     ]
 
 
@@ -435,3 +436,272 @@ def test_a_nul_in_an_error_message_is_shown_escaped(open_pg: OpenPG) -> None:
     failure = Failure(lease=job.lease, error="bad byte \x00 here", retry_delay=None)
     assert store.job_fail([failure], now=T0) == [True]
     assert store.job_list(JobFilter())[0].last_error == "bad byte \\x00 here"
+
+
+# -- crawls and limit keys -----------------------------------------------------------------
+
+
+def test_a_claim_reads_only_fronts_however_many_jobs_wait_behind_blocked_keys(
+    open_pg: OpenPG, raw: Any
+) -> None:
+    """200,000 jobs wait behind 1,000 blocked keys: the claim structures hold one front
+    per key (due when its block ends), and the claim's plan stays on the claim index (the
+    waiting jobs are in a state of their own, which no claim reads)."""
+    store = open_pg()
+    for key in ("k1", "k2"):
+        store.limit_block(key, T0 + 3600, now=T0)
+    store.job_schedule([spec(limit_key=f"k{i % 2 + 1}") for i in range(10)], now=T0)
+    raw.execute(
+        """INSERT INTO crawlq_keys (key, source, blocked_until)
+           SELECT 'w' || i, 'none', %s FROM generate_series(0, 999) AS i""",
+        [T0 + 3600],
+    )
+    raw.execute(
+        """INSERT INTO crawlq_jobs (queue, task, args, kwargs, priority, run_at, state,
+                                    max_attempts, lease_seconds, created_at, limit_key)
+           SELECT 'q', 't', '[]', '{}', 0, %s, 'waiting', 3, 30, %s, 'w' || (i %% 1000)
+           FROM generate_series(1, 200000) AS i""",
+        [T0, T0],
+    )
+    store.job_schedule([spec(args=[i]) for i in range(50)], now=T0)
+    raw.execute("ANALYZE")
+    fronts = raw.execute(
+        """SELECT count(*), min(run_at) FROM crawlq_jobs
+           WHERE state IN ('ready', 'scheduled') AND limit_key IS NOT NULL"""
+    ).fetchone()
+    assert fronts == (1002, T0 + 3600)  # one front per key, due when its block ends
+    plan = _generic_plan(
+        raw, _limited("job_claim", 8), {"queues": ["q"], "now": T0, "worker_id": "w"}
+    )
+    # only indexes that hold no waiting job (and primary key look-ups) are read
+    claim_side = {"crawlq_jobs_claim", "crawlq_jobs_ready", "crawlq_jobs_scheduled"}
+    scans = [scan for scan in _scans(plan) if scan[0] != "ModifyTable"]
+    assert scans and all(
+        kind in ("Index Scan", "Index Only Scan") and name in {*claim_side, "crawlq_jobs_pkey"}
+        for kind, name in scans
+    ), scans
+    assert any(name in claim_side for _, name in scans), scans
+    jobs = claim(store, limit=100, now=T0 + 1)
+    assert len(jobs) == 50 and all(j.limit_key is None for j in jobs)
+
+
+def test_the_best_waiting_job_of_a_key_is_found_by_the_waiting_index(
+    open_pg: OpenPG, raw: Any
+) -> None:
+    """The query crawlq_reconcile (migration 0003) runs for a key that needs a front."""
+    open_pg()
+    raw.execute(
+        """INSERT INTO crawlq_jobs (queue, task, args, kwargs, priority, run_at, state,
+                                    max_attempts, lease_seconds, created_at, limit_key)
+           SELECT 'q', 't', '[]', '{}', i %% 5, %s, 'waiting', 3, 30, %s, 'w' || (i %% 1000)
+           FROM generate_series(1, 100000) AS i""",
+        [T0, T0],
+    )
+    raw.execute("ANALYZE")
+    plan = _generic_plan(
+        raw,
+        """SELECT id, run_at FROM crawlq_jobs
+           WHERE limit_key = %(key)s AND state = 'waiting'
+           ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED""",
+        {"key": "w7"},
+    )
+    assert _scans(plan) == [("Index Scan", "crawlq_jobs_waiting")]
+
+
+def test_concurrent_claims_never_exceed_max_running(open_pg: OpenPG) -> None:
+    """Four stores claim and complete from threads; at no moment do more than
+    max_running jobs of the key run (counted between claim commit and completion)."""
+    stores = [open_pg() for _ in range(4)]
+    stores[0].limit_set("site", crawlq.Limits(max_running=2), now=T0)
+    stores[0].job_schedule(
+        [spec(limit_key="site", args=[i]) for i in range(60)] + [spec(args=[i]) for i in range(40)],
+        now=T0,
+    )
+    lock = threading.Lock()
+    running: set[int] = set()
+    peak = 0
+    done: list[int] = []
+    errors: list[BaseException] = []
+
+    def work(store: PostgresStore) -> None:
+        nonlocal peak
+        try:
+            for _ in range(500):
+                jobs = claim(store, limit=3, now=T0 + 1)
+                if not jobs and len(done) >= 100:
+                    return
+                keyed = [j.id for j in jobs if j.limit_key == "site"]
+                with lock:
+                    running.update(keyed)
+                    peak = max(peak, len(running))
+                    assert len(running) <= 2, running
+                time.sleep(0.001)
+                with lock:
+                    running.difference_update(keyed)
+                store.job_complete([Completion(lease=j.lease) for j in jobs], now=T0 + 1)
+                with lock:
+                    done.extend(j.id for j in jobs)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(done) == sorted(set(done)) and len(done) == 100
+    assert peak == 2
+    [key] = stores[0].limit_get(["site"], now=T0 + 1)
+    assert key is not None and (key.running, key.pending, key.next_start) == (0, 0, None)
+
+
+def test_a_crawl_completed_from_threads_finishes_once(open_pg: OpenPG, raw: Any) -> None:
+    """Workers complete a crawl's jobs (each adding children) concurrently: the counters
+    add up and the crawl finishes exactly once, with one on_finish job."""
+    stores = [open_pg() for _ in range(4)]
+    report = JobSpec(queue="r", task="report")
+    info = stores[0].crawl_create(
+        crawlq.CrawlSpec(name="c", on_finish=report),
+        [spec(args=[0]) for _ in range(20)],  # each adds 2 children, 3 generations deep
+        now=T0,
+    )
+    errors: list[BaseException] = []
+
+    def work(store: PostgresStore) -> None:
+        try:
+            for _ in range(1000):
+                jobs = claim(store, limit=4, now=T0)
+                if not jobs:
+                    crawl = store.crawl_get(info.id)
+                    if crawl is not None and crawl.outstanding == 0:
+                        return
+                    continue
+                kids = [
+                    [spec(args=[j.args[0] + 1], crawl=info.id) for _ in range(2)]
+                    if j.args[0] < 3
+                    else []
+                    for j in jobs
+                ]
+                store.job_complete(
+                    [
+                        Completion(lease=j.lease, children=k)
+                        for j, k in zip(jobs, kids, strict=True)
+                    ],
+                    now=T0,
+                )
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    crawl = stores[0].crawl_get(info.id)
+    assert crawl is not None and crawl.state is crawlq.CrawlState.FINISHED
+    total = raw.execute("SELECT count(*) FROM crawlq_jobs WHERE crawl_id = %s", [info.id])
+    assert (crawl.pending, crawl.running, crawl.done) == (0, 0, 300) == (0, 0, *total.fetchone())
+    reports = raw.execute("SELECT id FROM crawlq_jobs WHERE task = 'report'").fetchall()
+    assert reports == [(crawl.on_finish_job,)]
+
+
+def test_jobs_without_crawl_or_key_touch_no_crawl_or_key_table(open_pg: OpenPG, raw: Any) -> None:
+    """The triggers' crawl and key work is skipped for plain jobs: a full life of plain
+    jobs reads and writes neither table."""
+    store = open_pg()
+    before = raw.execute(
+        """SELECT relname, coalesce(seq_scan, 0) + coalesce(idx_scan, 0), n_tup_ins + n_tup_upd
+           FROM pg_stat_user_tables
+           WHERE schemaname = current_schema() AND relname IN ('crawlq_crawls', 'crawlq_keys')
+           ORDER BY relname"""
+    ).fetchall()
+    store.job_schedule([spec(args=[i]) for i in range(10)], now=T0)
+    jobs = claim(store, limit=10, now=T0)
+    store.job_complete([Completion(lease=j.lease) for j in jobs[:5]], now=T0)
+    store.job_fail([Failure(lease=j.lease, error="x", retry_delay=1.0) for j in jobs[5:]], now=T0)
+    raw.execute("SELECT pg_stat_force_next_flush()")
+    after = raw.execute(
+        """SELECT relname, coalesce(seq_scan, 0) + coalesce(idx_scan, 0), n_tup_ins + n_tup_upd
+           FROM pg_stat_user_tables
+           WHERE schemaname = current_schema() AND relname IN ('crawlq_crawls', 'crawlq_keys')
+           ORDER BY relname"""
+    ).fetchall()
+    assert after == before
+
+
+def test_a_requeued_job_whose_key_record_was_pruned_is_claimed_again(open_pg: OpenPG) -> None:
+    store = open_pg()
+    store.limit_set_default("q", crawlq.Limits(max_running=1, min_interval=5.0), now=T0)
+    store.job_schedule([spec(limit_key="k", max_attempts=1)], now=T0)
+    [job] = claim(store, now=T0)
+    store.job_fail([Failure(lease=job.lease, error="x", retry_delay=None)], now=T0)
+    store.job_prune(retention=0.0, now=T0 + 100)
+    assert store.limit_get(["k"], now=T0 + 100) == [None]
+    assert store.job_requeue(JobFilter(), now=T0 + 100) == [job.id]
+    [key] = store.limit_get(["k"], now=T0 + 100)
+    assert key is not None and key.limits == crawlq.Limits(max_running=1, min_interval=5.0)
+    assert (key.pending, key.next_start) == (1, T0 + 100)
+    assert [j.id for j in claim(store, now=T0 + 100)] == [job.id]
+
+
+def test_pausing_and_cancelling_while_workers_claim_keeps_counts_exact(
+    open_pg: OpenPG, raw: Any
+) -> None:
+    """Workers claim and complete keyed jobs of a crawl while another thread pauses and
+    resumes it and cancels waiting jobs: no error (pause and cancel move the jobs before
+    they lock the crawl row, as claims do), and the crawl's and keys' counters equal
+    the jobs."""
+    stores = [open_pg() for _ in range(3)]
+    admin = open_pg()
+    info = admin.crawl_create(
+        crawlq.CrawlSpec(name="c", limits=crawlq.Limits(max_running=2)),
+        [spec(limit_key=f"k{i % 4}", args=[i]) for i in range(300)],
+        now=T0,
+    )
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def work(store: PostgresStore) -> None:
+        try:
+            while not stop.is_set():
+                jobs = claim(store, limit=3, now=T0)
+                store.job_complete([Completion(lease=j.lease) for j in jobs], now=T0)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    try:
+        for n in range(20):  # until the crawl finished (even while paused)
+            if not admin.crawl_pause(info.id, now=T0):
+                break
+            admin.job_cancel([100 + n], now=T0)
+            admin.crawl_resume(info.id, now=T0)
+    finally:
+        time.sleep(0.2)
+        stop.set()
+        for t in threads:
+            t.join()
+    assert errors == []
+    crawl = admin.crawl_get(info.id)
+    assert crawl is not None and crawl.cancelled > 0
+    assert crawl.state in (crawlq.CrawlState.RUNNING, crawlq.CrawlState.FINISHED)
+    states = dict(
+        raw.execute(
+            "SELECT state, count(*) FROM crawlq_jobs WHERE crawl_id = %s GROUP BY state",
+            [info.id],
+        ).fetchall()
+    )
+    pending = sum(states.get(s, 0) for s in ("scheduled", "ready", "waiting", "held"))
+    assert (crawl.pending, crawl.running, crawl.done, crawl.cancelled) == (
+        pending,
+        states.get("running", 0),
+        states.get("done", 0),
+        states.get("cancelled", 0),
+    )
+    keys = admin.limit_get([f"k{i}" for i in range(4)], now=T0)
+    assert sum(k.pending for k in keys if k) == pending
+    assert all(k is not None and k.running == 0 for k in keys)

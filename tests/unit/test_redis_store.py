@@ -21,7 +21,9 @@ from typing import Any, TypeVar
 import pytest
 
 import crawlq
+from crawlq.crawls import CrawlSpec
 from crawlq.jobs import JobSpec, JobState
+from crawlq.limits import Limits
 from crawlq.stores import open_store
 from crawlq.stores.base import (
     ClaimParams,
@@ -202,12 +204,35 @@ def test_every_key_follows_the_documented_layout(server: servers.PrivateRedis, p
         )
     store.worker_stop("gone")
     store.maintenance_acquire("reap", "w", 10.0)
+    on_finish = spec("done")
+    crawl = store.crawl_create(
+        CrawlSpec(name="c", on_finish=on_finish, limits=Limits(max_running=1)),
+        [spec(limit_key="h:1", fingerprint=bytes(16)), spec(limit_key="h:1")],
+    )
+    store.seen_add(crawl.id, [b"x" * 16])
+    store.limit_set("h:2", Limits(min_interval=1.0))
+    store.limit_block("h:3", 1e12)
+    store.limit_set_default("q", Limits(max_running=2))
     regexes = [_template_regex(t, prefix) for t in keys.TEMPLATES.values()]
     client = redis.Redis.from_url(server.url, decode_responses=True)
     names = sorted(client.scan_iter(match=f"{prefix}:*"))
     assert len(names) > 10
     assert [n for n in names if not any(r.match(n) for r in regexes)] == []
     assert keys.key("level", prefix, queue="q:p:1", priority=7) in names
+    expected: list[tuple[str, dict[str, object]]] = [
+        ("crawl", {"crawl": crawl.id}),
+        ("seen", {"crawl": crawl.id}),
+        ("crawl_pending", {"crawl": crawl.id}),
+        ("limit", {"lkey": "h:1"}),
+        ("limit_waiting", {"lkey": "h:1"}),
+        ("limit", {"lkey": "h:3"}),
+        ("limit_keys", {}),
+        ("limit_defaults", {}),
+        ("crawls", {}),
+        ("crawl_ids", {}),
+    ]
+    for name, parts in expected:
+        assert keys.key(name, prefix, **parts) in names, name
     store.close()
 
 
@@ -433,3 +458,160 @@ def test_on_conflict_compares_arguments_as_the_sqlite_store_does(
         store.close()
     assert answers[0] == answers[1]
     assert answers[0][0] is outcome
+
+
+# -- crawls, seen sets and limit keys ----------------------------------------------------
+
+
+def test_a_seen_set_holds_raw_fingerprints_at_under_100_bytes_each(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    """keys.py documents about 72 bytes per entry (MEMORY USAGE, 100,000 members)."""
+    from crawlq.stores.redis import keys
+
+    store = open_on(server.url, prefix)
+    crawl = store.crawl_create(CrawlSpec(name="c"), [])
+    fingerprints = [i.to_bytes(16, "big") for i in range(20_000)]
+    for i in range(0, len(fingerprints), 5000):
+        assert store.seen_add(crawl.id, fingerprints[i : i + 5000]) == [True] * 5000
+    client = redis.Redis.from_url(server.url)
+    name = keys.key("seen", prefix, crawl=crawl.id)
+    assert client.srandmember(name) in set(fingerprints)
+    assert client.memory_usage(name, samples=0) / len(fingerprints) < 100
+    info = store.crawl_get(crawl.id)
+    assert info is not None and info.seen == 20_000
+    store.close()
+
+
+def test_jobs_without_crawl_or_limit_key_write_nothing_of_either(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    store = open_on(server.url, prefix)
+    store.job_schedule([spec(), spec(key="k")], now=10.0)
+    jobs = store.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=1, now=10.0))
+    store.job_complete([Completion(lease=jobs[0].lease, children=[spec()])], now=11.0)
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    names = set(client.scan_iter(match=f"{prefix}:*"))
+    assert not [n for n in names if re.match(rf"{prefix}:(crawl|seen|cpend|limit|lwait)", n)]
+    for job in store.job_list(JobFilter()):
+        fields = client.hkeys(f"{prefix}:job:{job.id}")
+        assert not {"crawl_id", "limit_key", "sub", "own_run_at"} & set(fields)
+    store.close()
+
+
+def test_a_blocked_key_keeps_one_job_in_the_claim_index(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    """The claim only looks at the claim index: a key's waiting jobs sit in its own zset."""
+    from crawlq.stores.redis import keys
+
+    store = open_on(server.url, prefix)
+    store.limit_block("slow", 1e9)
+    store.job_schedule([spec(limit_key="slow") for _ in range(2000)], now=10.0)
+    store.job_schedule([spec() for _ in range(3)], now=10.0)
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    assert client.zcard(keys.key("level", prefix, queue="q", priority=0)) == 4
+    assert client.zcard(keys.key("limit_waiting", prefix, lkey="slow")) == 1999
+    claimed = store.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=10, now=20.0))
+    assert len(claimed) == 3 and all(j.limit_key is None for j in claimed)
+    [state] = store.limit_get(["slow"])
+    assert state is not None and state.next_start == 1e9 and state.pending == 2000
+    stats = store.queue_stats(now=20.0)[0]
+    assert (stats.due, stats.scheduled, stats.waiting, stats.running) == (0, 1, 1999, 3)
+    store.close()
+
+
+def test_waiting_jobs_order_by_priority_run_at_and_id_across_signs_and_fractions(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    """The waiting zset encodes run_at as order-preserving hex: negative, zero, tiny and
+    huge times sort as numbers do."""
+    store = open_on(server.url, prefix)
+    store.limit_set("k", Limits(max_running=1))
+    times = [-1e9, -2.5, -1e-300, 0.0, 1e-300, 0.5, 3.0, 2.75, 1e15, 3.0]
+    specs = [spec(limit_key="k", run_at=t, args=[n]) for n, t in enumerate(times)]
+    specs += [spec(limit_key="k", run_at=5.0, priority=1, args=[100])]
+    store.job_schedule([spec(limit_key="k", run_at=-3e9)], now=-3e9)
+    [first] = store.job_claim(ClaimParams(queues=["q"], worker_id="w", now=-3e9))
+    results = store.job_schedule(specs, now=-2e9)  # all wait: the key is at its cap
+    store.job_complete([Completion(lease=first.lease)], now=2e15)
+    order = []
+    for _ in range(len(specs)):
+        [job] = store.job_claim(ClaimParams(queues=["q"], worker_id="w", now=2e15))
+        order.append(job.args[0])
+        store.job_complete([Completion(lease=job.lease)], now=2e15)
+    by_time = sorted(range(len(times)), key=lambda n: (times[n], results[n].job_id))
+    assert order == [100, *by_time]
+    store.close()
+
+
+def test_a_crawls_pending_set_holds_exactly_its_pending_jobs(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    from crawlq.stores.redis import keys
+
+    store = open_on(server.url, prefix)
+    crawl = store.crawl_create(CrawlSpec(name="c"), [spec() for _ in range(4)], now=10.0)
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    pending = keys.key("crawl_pending", prefix, crawl=crawl.id)
+    jobs = store.job_list(JobFilter())
+    assert client.smembers(pending) == {str(j.id) for j in jobs}
+    a, b = store.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=2, now=10.0))
+    store.job_cancel([jobs[3].id], now=10.0)
+    assert client.smembers(pending) == {str(jobs[2].id)}
+    store.job_fail([Failure(lease=a.lease, error="x", retry_delay=1.0)], now=11.0)
+    assert client.smembers(pending) == {str(jobs[2].id), str(a.id)}
+    assert store.crawl_cancel(crawl.id, now=12.0)
+    assert not client.exists(pending)
+    store.job_complete([Completion(lease=b.lease, children=[spec(crawl=crawl.id)])], now=13.0)
+    info = store.crawl_get(crawl.id)
+    assert info is not None and (info.pending, info.running, info.done) == (0, 0, 1)
+    assert info.cancelled == 3
+    store.close()
+
+
+def test_prune_pages_through_limit_keys(
+    server: servers.PrivateRedis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crawlq.stores.redis import store as module
+
+    monkeypatch.setattr(module, "PRUNE_BUDGET", 3)
+    store = open_on(server.url, prefix)
+    for n in range(10):
+        store.limit_block(f"k{n:02}", 50.0 if n % 2 else 500.0, now=0.0)
+    store.limit_set("k99", Limits(max_running=1), now=0.0)
+    store.job_prune(retention=0.0, now=100.0)
+    kept = [k.key for k in store.limit_list()]
+    assert kept == ["k00", "k02", "k04", "k06", "k08", "k99"]
+    store.close()
+
+
+def test_a_new_front_wakes_the_wait(server: servers.PrivateRedis, prefix: str) -> None:
+    """A key at its cap has nothing due; when its running job ends, the next job of the
+    key becomes its front and the wake-up reaches waiting workers at once."""
+    waiting, other = open_on(server.url, prefix), open_on(server.url, prefix)
+    other.limit_set("k", Limits(max_running=1))
+    other.job_schedule([spec(limit_key="k"), spec(limit_key="k")])
+    [first] = other.job_claim(ClaimParams(queues=["q"], worker_id="w"))
+    assert waiting.job_next_due(["q"]) is None
+    thread, returned = _wait_in_thread(waiting, 10.0)
+    other.job_complete([Completion(lease=first.lease)])
+    sent = time.monotonic()
+    thread.join(5)
+    assert returned and returned[0] - sent < 0.1
+    assert waiting.job_claim(ClaimParams(queues=["q"], worker_id="w"))
+    waiting.close()
+    other.close()
+
+
+def test_resuming_a_crawl_wakes_the_wait(server: servers.PrivateRedis, prefix: str) -> None:
+    waiting, other = open_on(server.url, prefix), open_on(server.url, prefix)
+    crawl = other.crawl_create(CrawlSpec(name="c"), [spec()])
+    assert other.crawl_pause(crawl.id)
+    thread, returned = _wait_in_thread(waiting, 10.0)
+    assert other.crawl_resume(crawl.id)
+    sent = time.monotonic()
+    thread.join(5)
+    assert returned and returned[0] - sent < 0.1
+    waiting.close()
+    other.close()

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
 
 import crawlq
-from crawlq.jobs import JobSpec
-from crawlq.stores.base import ClaimParams
+from crawlq.crawls import CrawlSpec, CrawlState
+from crawlq.jobs import Job, JobSpec
+from crawlq.stores.base import ClaimParams, Completion
 from crawlq.stores.sqlite.store import Q, SQLiteSettings, SQLiteStore
 
 
@@ -97,3 +100,141 @@ def test_url_options_reach_the_settings(tmp_path: Path) -> None:
         path=str(tmp_path / "j.db"), synchronous="full", busy_timeout=5.0, poll_interval=0.01
     )
     store.close()
+
+
+# -- crawls, seen sets and limit keys (issue 6) ---------------------------------------------
+
+T0 = 1_000_000.0
+
+
+def test_limit_and_crawl_statements_read_their_partial_indexes(db: sqlite3.Connection) -> None:
+    front = plan(db, Q["limit_take_front"], {"key": "k"})
+    assert "crawlq_jobs_waiting (limit_key=?)" in front and "TEMP B-TREE" not in front
+    for query in ("crawl_hold_jobs", "crawl_unhold_jobs", "crawl_cancel_jobs"):
+        text = plan(db, Q[query], {"id": 1, "now": 0.0})
+        assert "USING INDEX crawlq_jobs_crawl (crawl_id=?)" in text, (query, text)
+    seen = plan(db, Q["seen_insert"], {"crawl_id": 1, "fp": b"x" * 16})
+    assert "SCAN" not in seen
+
+
+def _vm_steps(store: SQLiteStore, call: Callable[[], object]) -> int:
+    """SQLite virtual machine instructions ``call`` runs: a cost measure free of timing."""
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    store._conn.set_progress_handler(count, 1)
+    try:
+        call()
+    finally:
+        store._conn.set_progress_handler(None, 1)
+    return steps
+
+
+def _claim_cost(tmp_path: Path, name: str, waiting_per_key: int) -> tuple[int, list[int]]:
+    """The cost of claiming 5 of 20 free jobs with 1,000 blocked keys each holding
+    ``waiting_per_key`` jobs behind their front (scheduled at the block's end)."""
+    store = SQLiteStore(SQLiteSettings(path=str(tmp_path / name)))
+    try:
+        keys = [f"host-{i:04d}" for i in range(1000)]
+        for key in keys:
+            store.limit_block(key, T0 + 3600, now=T0)
+        fronts = [JobSpec(queue="q", task="t", limit_key=k, priority=9) for k in keys]
+        store.job_schedule(fronts, now=T0)
+        with closing(sqlite3.connect(tmp_path / name)) as raw, raw:  # the waiting jobs, fast
+            raw.execute(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?) "
+                "INSERT INTO crawlq_jobs (queue, task, args, kwargs, priority, run_at, state, "
+                "max_attempts, lease_seconds, created_at, limit_key) "
+                "SELECT 'q', 't', '[]', '{}', 9, ?, 'waiting', 3, 30, ?, key "
+                "FROM n, crawlq_limits WHERE ? > 0",
+                (waiting_per_key, T0, T0, waiting_per_key),
+            )
+        store.job_schedule([JobSpec(queue="q", task="t", args=[i]) for i in range(20)], now=T0)
+        claimed: list[int] = []
+
+        def claim() -> None:
+            jobs = store.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=5, now=T0 + 1))
+            claimed.extend(j.args[0] for j in jobs)  # type: ignore[misc]
+
+        steps = _vm_steps(store, claim)
+        [stats] = store.queue_stats(now=T0 + 1)
+        assert stats.waiting == 1000 * waiting_per_key and stats.scheduled == 1000
+        return steps, claimed
+    finally:
+        store.close()
+
+
+def test_a_claim_costs_the_same_behind_100_000_waiting_jobs_of_blocked_keys(
+    tmp_path: Path,
+) -> None:
+    none_steps, none_claimed = _claim_cost(tmp_path, "none.db", 0)
+    deep_steps, deep_claimed = _claim_cost(tmp_path, "deep.db", 100)
+    assert none_claimed == deep_claimed == [0, 1, 2, 3, 4]
+    # The same statements on the same index paths: only B-tree depth may differ.
+    assert deep_steps <= none_steps * 1.2, (none_steps, deep_steps)
+
+
+def _traced(store: SQLiteStore, call: Callable[[], object]) -> list[str]:
+    """The statements ``call`` executes (the trace repeats a statement for each trigger
+    step it runs: repeats are folded)."""
+    statements: list[str] = []
+
+    def trace(sql: str) -> None:
+        if not statements or statements[-1] != sql:
+            statements.append(sql)
+
+    store._conn.set_trace_callback(trace)
+    try:
+        call()
+    finally:
+        store._conn.set_trace_callback(None)
+    return statements
+
+
+def test_jobs_outside_crawls_and_limit_keys_run_no_extra_statement(tmp_path: Path) -> None:
+    store = SQLiteStore(SQLiteSettings(path=str(tmp_path / "jobs.db")))
+    try:
+        schedule = _traced(store, lambda: store.job_schedule([JobSpec(queue="q", task="t")]))
+        assert len(schedule) == 3  # BEGIN, the insert, COMMIT
+        jobs: list[Job] = []
+        claim = _traced(
+            store,
+            lambda: jobs.extend(store.job_claim(ClaimParams(queues=["q"], worker_id="w"))),
+        )
+        expected = ["job_has_due", "BEGIN IMMEDIATE", "job_promote_due"]
+        expected += ["job_claim_candidates", "job_claim_ids", "COMMIT"]
+        assert [s.splitlines()[0] for s in claim] == [
+            Q.get(name, name).splitlines()[0] for name in expected
+        ]
+        done = _traced(store, lambda: store.job_complete([Completion(lease=jobs[0].lease)]))
+        assert len(done) == 3  # BEGIN, the update, COMMIT
+        text = "\n".join(schedule + claim + done)
+        assert "crawlq_crawls" not in text and "crawlq_limits" not in text
+    finally:
+        store.close()
+
+
+def test_fronts_keep_their_own_run_at_aside_while_gated(tmp_path: Path) -> None:
+    store = SQLiteStore(SQLiteSettings(path=str(tmp_path / "jobs.db")))
+    try:
+        store.limit_block("k", T0 + 50, now=T0)
+        [first] = store.job_schedule([JobSpec(queue="q", task="t", limit_key="k")], now=T0)
+        row = store._conn.execute(
+            "SELECT state, run_at, own_run_at FROM crawlq_jobs WHERE id = ?", (first.job_id,)
+        ).fetchone()
+        assert tuple(row) == ("scheduled", T0 + 50, T0)
+        crawl = store.crawl_create(CrawlSpec(name="c"), [], now=T0)
+        assert crawl.state is CrawlState.FINISHED  # nothing to do: finished at once
+        store.job_cancel([first.job_id], now=T0 + 1)
+        row = store._conn.execute(
+            "SELECT state, run_at, own_run_at FROM crawlq_jobs WHERE id = ?", (first.job_id,)
+        ).fetchone()
+        assert tuple(row) == ("cancelled", T0, None)
+        [key] = store.limit_get(["k"])
+        assert key is not None and (key.pending, key.next_start) == (0, None)
+    finally:
+        store.close()

@@ -42,25 +42,32 @@ VALUES (%(version)s, %(name)s, extract(epoch FROM now())::double precision);
 
 -- name: job_insert_many
 -- New jobs, in input order (ids grow with it). On a live (queue, key), including one
--- inserted earlier in the same input, nothing is inserted: created is false.
+-- inserted earlier in the same input, nothing is inserted: created is false. A job of a
+-- paused crawl is 'held', one with a limit key 'waiting' (the trigger picks fronts).
 WITH input AS (
     SELECT nextval('crawlq_jobs_id_seq') AS id, s.*,
            coalesce(s.given_run_at, crawlq_now(%(now)s) + s.delay) AS run_at
     FROM unnest(%(queue)s::text[], %(task)s::text[], %(args)s::text[], %(kwargs)s::text[],
                 %(key)s::text[], %(priority)s::bigint[], %(run_at)s::float8[],
                 %(delay)s::float8[], %(max_attempts)s::integer[], %(lease_seconds)s::float8[],
-                %(timeout)s::float8[])
+                %(timeout)s::float8[], %(crawl_id)s::bigint[], %(limit_key)s::text[],
+                %(hold)s::boolean[])
          WITH ORDINALITY AS s(queue, task, args, kwargs, key, priority, given_run_at, delay,
-                              max_attempts, lease_seconds, timeout, ord)
+                              max_attempts, lease_seconds, timeout, crawl_id, limit_key,
+                              hold, ord)
 ), inserted AS (
     INSERT INTO crawlq_jobs (id, queue, task, args, kwargs, key, priority, run_at, state,
-                             max_attempts, lease_seconds, timeout, created_at)
+                             max_attempts, lease_seconds, timeout, created_at, crawl_id,
+                             limit_key)
     SELECT id, queue, task, args::json, kwargs::json, key, priority, run_at,
-           CASE WHEN run_at <= crawlq_now(%(now)s) THEN 'ready' ELSE 'scheduled' END,
-           max_attempts, lease_seconds, timeout, crawlq_now(%(now)s)
+           CASE WHEN hold THEN 'held'
+                WHEN limit_key IS NOT NULL THEN 'waiting'
+                WHEN run_at <= crawlq_now(%(now)s) THEN 'ready' ELSE 'scheduled' END,
+           max_attempts, lease_seconds, timeout, crawlq_now(%(now)s), crawl_id, limit_key
     FROM input
     ORDER BY ord
-    ON CONFLICT (queue, key) WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'running')
+    ON CONFLICT (queue, key)
+        WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
     DO NOTHING
     RETURNING id
 )
@@ -71,19 +78,23 @@ ORDER BY input.ord;
 -- name: job_lock_live
 -- The live jobs of some (queue, key) pairs, locked for this transaction, and the instant.
 SELECT j.id, j.queue, j.key, j.state, j.task, j.args, j.kwargs, j.priority, j.run_at,
-       j.max_attempts, j.lease_seconds, j.timeout, j.followup, crawlq_now(%(now)s) AS now
+       j.own_run_at, j.max_attempts, j.lease_seconds, j.timeout, j.followup, j.crawl_id,
+       j.limit_key, crawlq_now(%(now)s) AS now
 FROM (SELECT DISTINCT * FROM unnest(%(queue)s::text[], %(key)s::text[])) AS k(queue, key)
 JOIN crawlq_jobs AS j ON j.queue = k.queue AND j.key = k.key
-WHERE j.state IN ('scheduled', 'ready', 'running')
+WHERE j.state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
 ORDER BY j.id
 FOR UPDATE OF j;
 
 -- name: job_update_pending
--- Pending jobs take the requests merged into them (one row per job).
+-- Pending jobs take the requests merged into them (one row per job). Waiting and held
+-- jobs stay so; a key's front goes back to waiting, and the trigger re-times it.
 UPDATE crawlq_jobs AS j
 SET task = u.task, args = u.args::json, kwargs = u.kwargs::json, priority = u.priority,
-    run_at = u.run_at,
-    state = CASE WHEN u.run_at <= crawlq_now(%(now)s) THEN 'ready' ELSE 'scheduled' END,
+    run_at = u.run_at, own_run_at = NULL,
+    state = CASE WHEN j.state IN ('waiting', 'held') THEN j.state
+                 WHEN j.limit_key IS NOT NULL THEN 'waiting'
+                 WHEN u.run_at <= crawlq_now(%(now)s) THEN 'ready' ELSE 'scheduled' END,
     max_attempts = u.max_attempts, lease_seconds = u.lease_seconds, timeout = u.timeout
 FROM unnest(%(id)s::bigint[], %(task)s::text[], %(args)s::text[], %(kwargs)s::text[],
             %(priority)s::bigint[], %(run_at)s::float8[], %(max_attempts)s::integer[],
@@ -130,11 +141,11 @@ UPDATE crawlq_jobs
 SET state = 'running', attempts = attempts + 1, worker_id = %(worker_id)s,
     lease_token = gen_random_uuid()::text,
     lease_expires_at = crawlq_now(%(now)s) + lease_seconds,
-    started_at = crawlq_now(%(now)s)
+    started_at = crawlq_now(%(now)s), own_run_at = NULL
 WHERE id = ANY(ARRAY(SELECT id FROM picked))
 RETURNING id, queue, task, args, kwargs, key, priority, run_at, state, attempts, max_attempts,
           lease_seconds, timeout, worker_id, lease_token, lease_expires_at, last_error,
-          dead_reason, result, created_at, started_at, finished_at;
+          dead_reason, result, created_at, started_at, finished_at, crawl_id, limit_key;
 
 -- name: job_heartbeat
 -- A lease token is set exactly while a job is running (a CHECK constraint says so), so
@@ -160,6 +171,7 @@ RETURNING c.id, c.token, j.queue, j.key;
 -- name: job_fail
 UPDATE crawlq_jobs AS j
 SET state = CASE WHEN f.retry_delay IS NULL THEN 'dead'
+                 WHEN j.limit_key IS NOT NULL THEN 'waiting'
                  WHEN f.retry_delay <= 0 THEN 'ready'
                  ELSE 'scheduled' END,
     run_at = CASE WHEN f.retry_delay IS NULL THEN j.run_at
@@ -177,7 +189,8 @@ RETURNING f.id, f.token;
 
 -- name: job_release
 UPDATE crawlq_jobs AS j
-SET state = CASE WHEN r.delay <= 0 THEN 'ready' ELSE 'scheduled' END,
+SET state = CASE WHEN j.limit_key IS NOT NULL THEN 'waiting'
+                 WHEN r.delay <= 0 THEN 'ready' ELSE 'scheduled' END,
     run_at = CASE WHEN r.delay <= 0 THEN j.run_at ELSE crawlq_now(%(now)s) + r.delay END,
     attempts = j.attempts - 1,
     lease_token = NULL, lease_expires_at = NULL
@@ -190,7 +203,8 @@ RETURNING r.id, r.token;
 -- name: job_expire_leases
 -- Rows a concurrent heartbeat or completion holds are skipped: they are not expired.
 UPDATE crawlq_jobs
-SET state = CASE WHEN attempts < max_attempts THEN 'ready' ELSE 'dead' END,
+SET state = CASE WHEN attempts >= max_attempts THEN 'dead'
+                 WHEN limit_key IS NOT NULL THEN 'waiting' ELSE 'ready' END,
     last_error = 'lease expired: the worker holding it stopped heartbeating',
     dead_reason = CASE WHEN attempts < max_attempts THEN NULL ELSE 'lease_expired' END,
     finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE crawlq_now(%(now)s) END,
@@ -205,8 +219,9 @@ RETURNING id;
 -- name: job_cancel
 UPDATE crawlq_jobs
 SET state = 'cancelled', finished_at = crawlq_now(%(now)s), followup = NULL,
-    lease_token = NULL, lease_expires_at = NULL
-WHERE id = ANY(%(ids)s::bigint[]) AND state IN ('scheduled', 'ready', 'running')
+    lease_token = NULL, lease_expires_at = NULL,
+    run_at = coalesce(own_run_at, run_at), own_run_at = NULL
+WHERE id = ANY(%(ids)s::bigint[]) AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
 RETURNING id;
 
 -- name: job_get
@@ -214,13 +229,15 @@ RETURNING id;
 -- migration adding a column cannot break a statement prepared before it).
 SELECT id, queue, task, args, kwargs, key, priority, run_at, state, attempts, max_attempts,
        lease_seconds, timeout, worker_id, lease_token, lease_expires_at, last_error,
-       dead_reason, result, created_at, started_at, finished_at
+       dead_reason, result, created_at, started_at, finished_at, crawl_id,
+       limit_key
 FROM crawlq_jobs WHERE id = %(id)s;
 
 -- name: job_list
 SELECT id, queue, task, args, kwargs, key, priority, run_at, state, attempts, max_attempts,
        lease_seconds, timeout, worker_id, lease_token, lease_expires_at, last_error,
-       dead_reason, result, created_at, started_at, finished_at
+       dead_reason, result, created_at, started_at, finished_at, crawl_id,
+       limit_key
 FROM crawlq_jobs
 WHERE id > %(after_id)s
   AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
@@ -234,7 +251,7 @@ LIMIT %(limit)s;
 -- name: job_requeue
 -- The matching dead jobs (the filter and its limit as job_list applies them) become
 -- pending, due now, with fresh attempts; of several dead jobs with one key only the
--- first, and only if no live job holds the key.
+-- first, and only if no live job holds the key; a job of a closed crawl stays dead.
 WITH candidates AS (
     SELECT id, queue, key FROM crawlq_jobs
     WHERE id > %(after_id)s
@@ -250,7 +267,8 @@ WITH candidates AS (
     GROUP BY queue, key, CASE WHEN key IS NULL THEN id END
 )
 UPDATE crawlq_jobs AS j
-SET state = 'ready', attempts = 0, run_at = crawlq_now(%(now)s), finished_at = NULL,
+SET state = CASE WHEN j.limit_key IS NOT NULL THEN 'waiting' ELSE 'ready' END,
+    attempts = 0, run_at = crawlq_now(%(now)s), finished_at = NULL,
     dead_reason = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL,
     followup = NULL  -- spent when the job died: it must not become a job a second time
 FROM chosen
@@ -258,7 +276,10 @@ WHERE j.id = chosen.id AND j.state = 'dead'
   AND (j.key IS NULL OR NOT EXISTS (
         SELECT 1 FROM crawlq_jobs AS live
         WHERE live.queue = j.queue AND live.key = j.key
-          AND live.state IN ('scheduled', 'ready', 'running')))
+          AND live.state IN ('scheduled', 'ready', 'waiting', 'held', 'running')))
+  AND (j.crawl_id IS NULL OR EXISTS (
+        SELECT 1 FROM crawlq_crawls AS c
+        WHERE c.id = j.crawl_id AND c.state IN ('running', 'paused')))
 RETURNING j.id;
 
 -- name: job_purge
@@ -338,6 +359,8 @@ WITH totals AS (
     SELECT queue,
            coalesce(sum(n) FILTER (WHERE state = 'ready'), 0)::bigint AS ready,
            coalesce(sum(n) FILTER (WHERE state = 'scheduled'), 0)::bigint AS scheduled,
+           coalesce(sum(n) FILTER (WHERE state = 'waiting'), 0)::bigint AS waiting,
+           coalesce(sum(n) FILTER (WHERE state = 'held'), 0)::bigint AS held,
            coalesce(sum(n) FILTER (WHERE state = 'running'), 0)::bigint AS running,
            coalesce(sum(n) FILTER (WHERE state = 'done'), 0)::bigint AS done,
            coalesce(sum(n) FILTER (WHERE state = 'dead'), 0)::bigint AS dead,
@@ -409,7 +432,8 @@ WITH dead AS (
     RETURNING id
 ), returned AS (
     UPDATE crawlq_jobs
-    SET state = CASE WHEN attempts < max_attempts THEN 'ready' ELSE 'dead' END,
+    SET state = CASE WHEN attempts >= max_attempts THEN 'dead'
+                     WHEN limit_key IS NOT NULL THEN 'waiting' ELSE 'ready' END,
         last_error = 'worker lost: the worker holding it was declared dead (heartbeat overdue)',
         dead_reason = CASE WHEN attempts < max_attempts THEN NULL ELSE 'worker_lost' END,
         finished_at = CASE WHEN attempts < max_attempts THEN NULL
@@ -436,3 +460,154 @@ ON CONFLICT (duty) DO UPDATE
 SET owner = excluded.owner, expires_at = excluded.expires_at
 WHERE m.owner = excluded.owner OR m.expires_at <= crawlq_now(%(now)s)
 RETURNING owner;
+
+-- name: job_prune_keys
+-- Key records nothing refers to any more: no pending or running job, settings not set
+-- by limit_set, and neither a block nor an interval still running.
+DELETE FROM crawlq_keys
+WHERE pending = 0 AND running = 0 AND source <> 'override'
+  AND coalesce(blocked_until, '-infinity') < crawlq_now(%(now)s)
+  AND coalesce(last_start + min_interval, '-infinity') < crawlq_now(%(now)s);
+
+-- name: crawl_lock
+-- The crawls some new jobs name, locked (in id order) so that none closes or pauses
+-- before the jobs are in.
+SELECT id, state FROM crawlq_crawls WHERE id = ANY(%(ids)s::bigint[]) ORDER BY id FOR UPDATE;
+
+-- name: seen_insert
+-- Add fingerprints to seen sets, in input order; the ones that were new come back, and
+-- each crawl's seen counter grows by as many.
+WITH added AS (
+    INSERT INTO crawlq_seen (crawl_id, fp)
+    SELECT s.crawl_id, s.fp
+    FROM unnest(%(crawl_id)s::bigint[], %(fp)s::bytea[]) WITH ORDINALITY AS s(crawl_id, fp, ord)
+    ORDER BY s.ord
+    ON CONFLICT (crawl_id, fp) DO NOTHING
+    RETURNING crawl_id, fp
+), counted AS (
+    UPDATE crawlq_crawls AS c SET seen = c.seen + n.n
+    FROM (SELECT crawl_id, count(*) AS n FROM added GROUP BY crawl_id) AS n
+    WHERE c.id = n.crawl_id
+)
+SELECT crawl_id, fp FROM added;
+
+-- name: crawl_next_id
+SELECT nextval('crawlq_crawls_id_seq') AS id, crawlq_now(%(now)s) AS now;
+
+-- name: crawl_insert
+INSERT INTO crawlq_crawls (id, name, meta, state, on_finish, limits, created_at, changed_at)
+VALUES (%(id)s, %(name)s, %(meta)s::json, 'running', %(on_finish)s::json, %(limits)s::json,
+        crawlq_now(%(now)s), crawlq_now(%(now)s));
+
+-- name: constraints_immediate
+-- Run the deferred finish now (crawl_create reads the crawl it made).
+SET CONSTRAINTS ALL IMMEDIATE;
+
+-- name: crawl_get
+SELECT id, name, meta, state, limits, pending, running, done, dead, cancelled, seen,
+       created_at, finished_at, on_finish_job
+FROM crawlq_crawls WHERE id = %(id)s;
+
+-- name: crawl_list
+SELECT id, name, meta, state, limits, pending, running, done, dead, cancelled, seen,
+       created_at, finished_at, on_finish_job
+FROM crawlq_crawls
+WHERE id > %(after_id)s AND (%(state)s::text IS NULL OR state = %(state)s::text)
+ORDER BY id
+LIMIT %(limit)s;
+
+-- name: crawl_set_state
+-- A crawl in one of %(from)s takes %(to)s (finished_at = now when cancelled).
+UPDATE crawlq_crawls
+SET state = %(to)s::text,
+    finished_at = CASE WHEN %(to)s::text = 'cancelled' THEN crawlq_now(%(now)s) END
+WHERE id = %(id)s AND state = ANY(%(from)s::text[])
+RETURNING id;
+
+-- name: crawl_hold
+-- Every pending job of a paused crawl is held (a front gets its own run_at back; the
+-- trigger gives its key a new front). Rows another transaction holds are skipped, not
+-- waited for: a claim in flight makes them running; the other writers of a crawl's
+-- pending jobs lock the crawl row, so the second pass (after crawl_set_state) sees
+-- their result. Waiting here would deadlock with claims and acks.
+UPDATE crawlq_jobs
+SET state = 'held', run_at = coalesce(own_run_at, run_at), own_run_at = NULL
+WHERE id = ANY(ARRAY(
+    SELECT id FROM crawlq_jobs
+    WHERE crawl_id = %(id)s AND state IN ('scheduled', 'ready', 'waiting')
+    FOR UPDATE SKIP LOCKED
+));
+
+-- name: crawl_unhold
+-- Held jobs of a resumed crawl: keyed ones wait for their key, others are pending.
+UPDATE crawlq_jobs
+SET state = CASE WHEN limit_key IS NOT NULL THEN 'waiting'
+                 WHEN run_at <= crawlq_now(%(now)s) THEN 'ready' ELSE 'scheduled' END
+WHERE crawl_id = %(id)s AND state = 'held';
+
+-- name: crawl_cancel_jobs
+-- (Rows another transaction holds are skipped, as in crawl_hold.)
+UPDATE crawlq_jobs
+SET state = 'cancelled', finished_at = crawlq_now(%(now)s), followup = NULL,
+    run_at = coalesce(own_run_at, run_at), own_run_at = NULL
+WHERE id = ANY(ARRAY(
+    SELECT id FROM crawlq_jobs
+    WHERE crawl_id = %(id)s AND state IN ('scheduled', 'ready', 'waiting', 'held')
+    FOR UPDATE SKIP LOCKED
+));
+
+-- name: limit_default_set
+INSERT INTO crawlq_limit_defaults AS d (queue, max_running, min_interval)
+VALUES (%(queue)s, %(max_running)s::integer, %(min_interval)s)
+ON CONFLICT (queue) DO UPDATE
+SET max_running = excluded.max_running, min_interval = excluded.min_interval;
+
+-- name: limit_default_delete
+DELETE FROM crawlq_limit_defaults WHERE queue = %(queue)s;
+
+-- name: limit_set
+INSERT INTO crawlq_keys AS k (key, max_running, min_interval, source)
+VALUES (%(key)s, %(max_running)s::integer, %(min_interval)s, 'override')
+ON CONFLICT (key) DO UPDATE
+SET max_running = excluded.max_running, min_interval = excluded.min_interval,
+    source = 'override'
+RETURNING front;
+
+-- name: limit_block
+INSERT INTO crawlq_keys AS k (key, source, blocked_until)
+VALUES (%(key)s, 'none', %(until)s)
+ON CONFLICT (key) DO UPDATE
+SET blocked_until = greatest(k.blocked_until, excluded.blocked_until)
+RETURNING front;
+
+-- name: limit_demote
+-- A key's front goes back to waiting with its own run_at; the trigger re-times it (or
+-- leaves the key without front at its cap).
+UPDATE crawlq_jobs
+SET state = 'waiting', run_at = coalesce(own_run_at, run_at), own_run_at = NULL
+WHERE id = %(id)s AND state IN ('scheduled', 'ready');
+
+-- name: limit_demote_front
+UPDATE crawlq_jobs
+SET state = 'waiting', run_at = coalesce(own_run_at, run_at), own_run_at = NULL
+WHERE id = (SELECT front FROM crawlq_keys WHERE key = %(key)s)
+  AND state IN ('scheduled', 'ready');
+
+-- name: limit_reconcile
+SELECT crawlq_reconcile(ARRAY[%(key)s::text], crawlq_now(%(now)s));
+
+-- name: limit_get
+SELECT k.key, k.max_running, k.min_interval, k.source, k.blocked_until, k.running,
+       k.last_start, k.pending, f.run_at AS next_start
+FROM crawlq_keys AS k
+LEFT JOIN crawlq_jobs AS f ON f.id = k.front
+WHERE k.key = ANY(%(keys)s::text[]);
+
+-- name: limit_list
+SELECT k.key, k.max_running, k.min_interval, k.source, k.blocked_until, k.running,
+       k.last_start, k.pending, f.run_at AS next_start
+FROM crawlq_keys AS k
+LEFT JOIN crawlq_jobs AS f ON f.id = k.front
+WHERE k.key > %(after)s
+ORDER BY k.key
+LIMIT %(limit)s;

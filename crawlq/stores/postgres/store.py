@@ -9,6 +9,11 @@
 - Triggers, in the transaction of each change, append count deltas (``queue_stats``
   never scans jobs), ``NOTIFY`` idle workers (``job_wait``), and turn the remembered
   request of a job that ends into a new job.
+- Crawls and limit keys (migration 0003) are kept by the same triggers, only for jobs
+  that have a crawl or a limit key: crawl counters (one UPDATE per statement), key
+  records and each key's front job (``crawlq_reconcile``); a deferred trigger finishes a
+  crawl when the transaction that emptied it commits. Locks are taken jobs, then crawls
+  (in id order), then keys (in key order), so concurrent claims and acks do not deadlock.
 - The clock is the database server's. A connection the server closed while idle is
   replaced before use; driver errors become ``StoreUnavailable`` (connection trouble)
   or ``StoreError``, with the psycopg exception as the cause.
@@ -16,6 +21,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import operator
@@ -36,7 +42,15 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from crawlq.exceptions import ConfigurationError, StoreError, StoreUnavailable
+from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo, CrawlSpec, CrawlState, check_seen_has_crawl
+from crawlq.exceptions import (
+    ConfigurationError,
+    CrawlClosed,
+    CrawlNotFound,
+    StoreError,
+    StoreUnavailable,
+)
+from crawlq.fingerprint import check_fingerprint
 from crawlq.jobs import (
     Job,
     JobSpec,
@@ -47,6 +61,7 @@ from crawlq.jobs import (
     ScheduleResult,
     WorkerInfo,
 )
+from crawlq.limits import KeyLimit, Limits
 from crawlq.stores._sqlfile import load_queries
 from crawlq.stores.base import (
     Capabilities,
@@ -58,6 +73,7 @@ from crawlq.stores.base import (
     WaitParams,
 )
 from crawlq.stores.conflict import Request, merge
+from crawlq.stores.crawlrows import crawl_info, key_limit, limits_json
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
 from crawlq.stores.workers import heartbeat_params, register_params, worker_info
 from crawlq.types import JobId, Timestamp
@@ -203,6 +219,8 @@ def _job_from_row(row: DictRow) -> Job:
         created_at=row["created_at"],
         started_at=row["started_at"],
         finished_at=row["finished_at"],
+        crawl_id=row["crawl_id"],
+        limit_key=row["limit_key"],
     )
 
 
@@ -212,10 +230,12 @@ def _request_from_row(row: DictRow) -> Request:
         args=row["args"],
         kwargs=row["kwargs"],
         priority=row["priority"],
-        run_at=row["run_at"],
+        run_at=row["run_at"] if row["own_run_at"] is None else row["own_run_at"],
         max_attempts=row["max_attempts"],
         lease_seconds=row["lease_seconds"],
         timeout=row["timeout"],
+        crawl=row["crawl_id"],
+        limit_key=row["limit_key"],
     )
 
 
@@ -230,9 +250,11 @@ def _text(value: str) -> str:
     return value.replace("\x00", "\\x00")
 
 
-def _insert_params(specs: Sequence[JobSpec], now: Timestamp | None) -> dict[str, Any]:
-    """Parameters of ``job_insert_many``: one array per column. Arguments that are not
-    JSON raise here, before any I/O."""
+def _insert_params(
+    specs: Sequence[JobSpec], now: Timestamp | None, paused: frozenset[int] = frozenset()
+) -> dict[str, Any]:
+    """Parameters of ``job_insert_many``: one array per column (jobs of the ``paused``
+    crawls are held). Arguments that are not JSON raise here, before any I/O."""
     return {
         "queue": [s.queue for s in specs],
         "task": [s.task for s in specs],
@@ -245,8 +267,47 @@ def _insert_params(specs: Sequence[JobSpec], now: Timestamp | None) -> dict[str,
         "max_attempts": [s.max_attempts for s in specs],
         "lease_seconds": [float(s.lease_seconds) for s in specs],
         "timeout": [_float(s.timeout) for s in specs],
+        "crawl_id": [s.crawl for s in specs],
+        "limit_key": [s.limit_key for s in specs],
+        "hold": [s.crawl in paused for s in specs],
         "now": now,
     }
+
+
+def _check_fingerprints(specs: Sequence[JobSpec]) -> None:
+    """A fingerprint is 16 bytes and needs a crawl (ConfigurationError, before any I/O)."""
+    check_seen_has_crawl(specs)
+    for s in specs:
+        if s.fingerprint is not None:
+            check_fingerprint(s.fingerprint)
+
+
+def _on_finish_json(spec: JobSpec, crawl_id: int) -> str:
+    """The ``on_finish`` spec as the finishing trigger reads it (``crawl_id`` added)."""
+    return _dumps(
+        {
+            "queue": spec.queue,
+            "task": spec.task,
+            "args": list(spec.args),
+            "kwargs": {**spec.kwargs, "crawl_id": crawl_id},
+            "key": spec.key,
+            "priority": spec.priority,
+            "run_at": _float(spec.run_at),
+            "delay": float(spec.delay),
+            "max_attempts": spec.max_attempts,
+            "lease_seconds": float(spec.lease_seconds),
+            "timeout": _float(spec.timeout),
+            "limit_key": spec.limit_key,
+        }
+    )
+
+
+def _crawl_from_row(row: DictRow) -> CrawlInfo:
+    return crawl_info(row, row["meta"])
+
+
+def _key_limit_from_row(row: DictRow) -> KeyLimit:
+    return key_limit(row, row["next_start"])
 
 
 @dataclass(slots=True)
@@ -427,6 +488,7 @@ class PostgresStore:
     def job_schedule(
         self, specs: Sequence[JobSpec], *, now: Timestamp | None = None
     ) -> list[ScheduleResult]:
+        _check_fingerprints(specs)
         params = _insert_params(specs, now)  # arguments that are not JSON fail before any I/O
 
         def work(conn: Conn) -> list[ScheduleResult]:
@@ -434,8 +496,9 @@ class PostgresStore:
 
         if not specs:
             return []
-        keyed = any(s.key is not None for s in specs)  # else one statement, nothing to merge
-        return self._run("scheduling jobs", work, transaction=keyed)
+        # else one statement, nothing to merge or check
+        several = any(s.key is not None or s.crawl is not None for s in specs)
+        return self._run("scheduling jobs", work, transaction=several)
 
     def _insert(
         self,
@@ -443,9 +506,81 @@ class PostgresStore:
         specs: Sequence[JobSpec],
         now: Timestamp | None,
         params: dict[str, Any] | None = None,
+        *,
+        children: bool = False,
     ) -> list[ScheduleResult]:
         """Insert jobs in order; a spec whose key is live is merged into the live job by
-        its policy (or remembered, if the job is running), in order too."""
+        its policy (or remembered, if the job is running), in order too. Specs of a crawl
+        lock it first: an unknown crawl raises CrawlNotFound, a closed one CrawlClosed
+        (with ``children`` such a spec is dropped, and has no result); a fingerprint
+        already seen gives SEEN and writes nothing."""
+        if not specs:
+            return []
+        crawls = {s.crawl for s in specs if s.crawl is not None}
+        if not crawls:
+            return self._insert_many(conn, specs, now, params)
+        states = {
+            r["id"]: r["state"]
+            for r in conn.execute(Q["crawl_lock"], {"ids": sorted(crawls)}).fetchall()
+        }
+        for crawl in sorted(crawls):
+            if crawl not in states:
+                raise CrawlNotFound(f"crawl {crawl} does not exist (crawl_create makes one)")
+            if states[crawl] not in OPEN_CRAWL_STATES and not children:
+                raise CrawlClosed(f"crawl {crawl} is {states[crawl]}: it takes no more jobs")
+        results: list[ScheduleResult | None] = [None] * len(specs)
+        kept = [
+            i
+            for i, s in enumerate(specs)
+            if s.crawl is None or states[s.crawl] in OPEN_CRAWL_STATES
+        ]
+        pairs: list[tuple[int, bytes]] = []
+        for i in kept:
+            owner, fp = specs[i].crawl, specs[i].fingerprint
+            if owner is not None and fp is not None:
+                pairs.append((owner, fp))
+        fresh = self._seen_add(conn, pairs, now)
+        new_fps = iter(fresh)
+        chosen: list[int] = []
+        for i in kept:
+            if specs[i].fingerprint is not None and not next(new_fps):
+                results[i] = ScheduleResult(0, Outcome.SEEN)
+            else:
+                chosen.append(i)
+        paused = frozenset(c for c, state in states.items() if state == CrawlState.PAUSED)
+        chosen_specs = [specs[i] for i in chosen]
+        inserted = self._insert_many(
+            conn, chosen_specs, now, _insert_params(chosen_specs, now, paused)
+        )
+        for i, result in zip(chosen, inserted, strict=True):
+            results[i] = result
+        return [r for r in results if r is not None]  # only dropped children have none
+
+    def _seen_add(
+        self, conn: Conn, pairs: Sequence[tuple[int, bytes]], now: Timestamp | None
+    ) -> list[bool]:
+        """Add (crawl, fingerprint) pairs to seen sets in order; True where new (the
+        crawls are locked by the caller)."""
+        if not pairs:
+            return []
+        params = {"crawl_id": [c for c, _ in pairs], "fp": [f for _, f in pairs]}
+        added = {
+            (r["crawl_id"], bytes(r["fp"]))
+            for r in conn.execute(Q["seen_insert"], params).fetchall()
+        }
+        answers: list[bool] = []
+        for pair in pairs:
+            answers.append(pair in added)
+            added.discard(pair)
+        return answers
+
+    def _insert_many(
+        self,
+        conn: Conn,
+        specs: Sequence[JobSpec],
+        now: Timestamp | None,
+        params: dict[str, Any] | None,
+    ) -> list[ScheduleResult]:
         if not specs:
             return []
         query_params = _insert_params(specs, now) if params is None else params
@@ -498,11 +633,18 @@ class PostgresStore:
         }
 
         def work(conn: Conn) -> list[Job]:
-            return [
-                _job_from_row(r) for r in conn.execute(_limited("job_claim", params.limit), args)
-            ]
+            return [_job_from_row(r) for r in conn.execute(_limited("job_claim", wanted), args)]
 
-        jobs = self._run("claiming jobs", work, transaction=False)
+        # A claimed front gives its key a new front, maybe due now: while keyed jobs were
+        # claimed and room remains, claim again (each round its own statement).
+        jobs: list[Job] = []
+        while True:
+            wanted = params.limit - len(jobs)
+            args["limit"] = wanted
+            got = self._run("claiming jobs", work, transaction=False)
+            jobs.extend(got)
+            if len(jobs) >= params.limit or not any(j.limit_key is not None for j in got):
+                break
         jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
         return jobs
 
@@ -572,6 +714,7 @@ class PostgresStore:
     ) -> list[bool]:
         children = [list(c.children) for c in completions]
         for kids in children:
+            _check_fingerprints(kids)
             _insert_params(kids, now)  # arguments that are not JSON fail before any I/O
         if not completions:
             return []
@@ -615,7 +758,7 @@ class PostgresStore:
                 if leases[i] in by_lease
             ]
             _refuse_later_keys(done)
-            self._insert(conn, [kid for _, kids in done for kid in kids], now)
+            self._insert(conn, [kid for _, kids in done for kid in kids], now, children=True)
 
         return self._acknowledge(conn, "job_complete", leases, columns, now, spawn)
 
@@ -693,11 +836,13 @@ class PostgresStore:
 
     def job_prune(self, *, retention: float, now: Timestamp | None = None) -> int:
         params = {"retention": retention, "now": now}
-        return self._run(
-            "pruning finished jobs",
-            lambda c: c.execute(Q["job_prune"], params).rowcount,
-            transaction=False,
-        )
+
+        def work(conn: Conn) -> int:
+            pruned = conn.execute(Q["job_prune"], params).rowcount
+            conn.execute(Q["job_prune_keys"], {"now": now})
+            return pruned
+
+        return self._run("pruning finished jobs", work, transaction=False)
 
     def job_next_due(self, queues: Sequence[str]) -> Timestamp | None:
         row = self._run(
@@ -841,6 +986,183 @@ class PostgresStore:
         params = {"duty": duty, "owner": owner, "ttl": float(ttl), "now": now}
         return bool(self._execute("acquiring a maintenance lease", "maintenance_acquire", params))
 
+    # -- crawls and seen sets --------------------------------------------------------
+
+    def crawl_create(
+        self, spec: CrawlSpec, start: Sequence[JobSpec], *, now: Timestamp | None = None
+    ) -> CrawlInfo:
+        _check_fingerprints([dataclasses.replace(s, crawl=0) for s in start])
+        meta = _dumps(spec.meta)
+        limits = limits_json(spec.limits)
+        _insert_params(start, now)  # arguments that are not JSON fail before any I/O
+
+        def work(conn: Conn) -> CrawlInfo:
+            row = conn.execute(Q["crawl_next_id"], {"now": now}).fetchone()
+            assert row is not None
+            crawl_id = int(row["id"])
+            on_finish = (
+                None if spec.on_finish is None else _on_finish_json(spec.on_finish, crawl_id)
+            )
+            conn.execute(
+                Q["crawl_insert"],
+                {
+                    "id": crawl_id,
+                    "name": spec.name,
+                    "meta": meta,
+                    "on_finish": on_finish,
+                    "limits": limits,
+                    "now": now,
+                },
+            )
+            self._insert(conn, [dataclasses.replace(s, crawl=crawl_id) for s in start], now)
+            conn.execute(Q["constraints_immediate"])
+            info = conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone()
+            assert info is not None
+            return _crawl_from_row(info)
+
+        return self._run("creating a crawl", work)
+
+    def crawl_get(self, crawl_id: int) -> CrawlInfo | None:
+        rows = self._execute("reading a crawl", "crawl_get", {"id": crawl_id})
+        return _crawl_from_row(rows[0]) if rows else None
+
+    def crawl_list(
+        self, *, state: CrawlState | None = None, limit: int | None = None, after_id: int = 0
+    ) -> list[CrawlInfo]:
+        params = {"after_id": after_id, "state": None if state is None else str(state)}
+        rows = self._run(
+            "listing crawls",
+            lambda c: c.execute(_limited("crawl_list", limit), params).fetchall(),
+            transaction=False,
+        )
+        return [_crawl_from_row(r) for r in rows]
+
+    def _crawl_move(
+        self,
+        operation: str,
+        crawl_id: int,
+        states: tuple[str, str],
+        to: str,
+        jobs: str,
+        now: Timestamp | None,
+    ) -> bool:
+        """A crawl in one of ``states`` takes state ``to`` and ``jobs`` moves its jobs,
+        in one transaction; False, changing nothing, if it was in another state.
+
+        Pause and cancel move the jobs before they lock the crawl row (a claim holds its
+        job rows while it waits for the crawl row, its counters), then once more for the
+        jobs that joined meanwhile. Resume sets the state first: the triggers hold a
+        job that turns pending in a crawl still paused."""
+        params = {"id": crawl_id, "from": list(states), "to": to, "now": now}
+        resume = to == CrawlState.RUNNING
+
+        def work(conn: Conn) -> bool:
+            row = conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone()
+            if row is None or row["state"] not in states:
+                return False
+            if not resume:
+                conn.execute(Q[jobs], {"id": crawl_id, "now": now})
+            if conn.execute(Q["crawl_set_state"], params).fetchone() is None:
+                raise _Restart(f"crawl {crawl_id} changed state meanwhile")
+            conn.execute(Q[jobs], {"id": crawl_id, "now": now})
+            return True
+
+        return self._run(operation, work)
+
+    def crawl_pause(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
+        return self._crawl_move(
+            "pausing a crawl", crawl_id, ("running", "running"), "paused", "crawl_hold", now
+        )
+
+    def crawl_resume(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
+        return self._crawl_move(
+            "resuming a crawl", crawl_id, ("paused", "paused"), "running", "crawl_unhold", now
+        )
+
+    def crawl_cancel(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
+        return self._crawl_move(
+            "cancelling a crawl",
+            crawl_id,
+            ("running", "paused"),
+            "cancelled",
+            "crawl_cancel_jobs",
+            now,
+        )
+
+    def seen_add(
+        self, crawl_id: int, fingerprints: Sequence[bytes], *, now: Timestamp | None = None
+    ) -> list[bool]:
+        for fp in fingerprints:
+            check_fingerprint(fp)
+
+        def work(conn: Conn) -> list[bool]:
+            if not conn.execute(Q["crawl_lock"], {"ids": [crawl_id]}).fetchall():
+                raise CrawlNotFound(f"crawl {crawl_id} does not exist (crawl_create makes one)")
+            return self._seen_add(conn, [(crawl_id, fp) for fp in fingerprints], now)
+
+        return self._run("adding to a seen set", work)
+
+    # -- limits ----------------------------------------------------------------------
+
+    def _limit_write(self, operation: str, query: str, params: dict[str, Any]) -> None:
+        """Write a key's record, then re-time its front (or give it one) at once."""
+
+        def work(conn: Conn) -> None:
+            # The front first (a job row before the key's, the order every write keeps);
+            # the front its key then got is ours, demoted again under the new record.
+            conn.execute(Q["limit_demote_front"], {"key": params["key"]})
+            row = conn.execute(Q[query], params).fetchone()
+            if row is not None and row["front"] is not None:
+                conn.execute(Q["limit_demote"], {"id": row["front"]})
+            conn.execute(Q["limit_reconcile"], {"key": params["key"], "now": params["now"]})
+
+        self._run(operation, work)
+
+    def limit_set(self, key: str, limits: Limits, *, now: Timestamp | None = None) -> None:
+        params = {
+            "key": key,
+            "max_running": limits.max_running,
+            "min_interval": float(limits.min_interval),
+            "now": now,
+        }
+        self._limit_write("setting a key's limits", "limit_set", params)
+
+    def limit_set_default(
+        self, queue: str, limits: Limits | None, *, now: Timestamp | None = None
+    ) -> None:
+        if limits is None:
+            self._execute(
+                "removing a queue's default limits", "limit_default_delete", {"queue": queue}
+            )
+            return
+        params = {
+            "queue": queue,
+            "max_running": limits.max_running,
+            "min_interval": float(limits.min_interval),
+        }
+        self._execute("setting a queue's default limits", "limit_default_set", params)
+
+    def limit_block(self, key: str, until: Timestamp, *, now: Timestamp | None = None) -> None:
+        params = {"key": key, "until": float(until), "now": now}
+        self._limit_write("blocking a key", "limit_block", params)
+
+    def limit_get(
+        self, keys: Sequence[str], *, now: Timestamp | None = None
+    ) -> list[KeyLimit | None]:
+        if not keys:
+            return []
+        rows = self._execute("reading keys", "limit_get", {"keys": list(keys)})
+        found = {r["key"]: _key_limit_from_row(r) for r in rows}
+        return [found.get(key) for key in keys]
+
+    def limit_list(self, *, limit: int = 100, after: str = "") -> list[KeyLimit]:
+        rows = self._run(
+            "listing keys",
+            lambda c: c.execute(_limited("limit_list", limit), {"after": after}).fetchall(),
+            transaction=False,
+        )
+        return [_key_limit_from_row(r) for r in rows]
+
 
 class _OneByOne(Exception):
     """A batch of completions must run one completion at a time (see ``_complete``)."""
@@ -909,6 +1231,8 @@ def _queue_stats(row: DictRow) -> QueueStats:
         queue=row["queue"],
         due=row["ready"] + unpromoted,
         scheduled=row["scheduled"] - unpromoted,
+        waiting=row["waiting"],
+        held=row["held"],
         running=row["running"],
         done=row["done"],
         dead=row["dead"],

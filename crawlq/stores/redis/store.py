@@ -2,7 +2,9 @@
 
 Every change that touches more than one key is one Lua script (``scripts/*.lua``), so no
 two clients ever interleave: claims, leases, uniqueness, counts and the dead-letter queue
-are atomic. The store's clock is the server's ``TIME``. The key layout is in ``keys.py``.
+are atomic, and so are a crawl's counters and finish and a limit key's front (the shared
+Lua of crawls and limits is in ``scripts/prelude.lua``). The store's clock is the
+server's ``TIME``. The key layout is in ``keys.py``.
 
 A script runs at most once per call: the client does not retry on its own (a retried
 script whose first reply was lost would run twice). A lost connection raises
@@ -21,11 +23,19 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any, cast
 
-from crawlq.exceptions import ConfigurationError, StoreError, StoreUnavailable
+from crawlq.crawls import CrawlInfo, CrawlSpec, CrawlState, check_seen_has_crawl
+from crawlq.exceptions import (
+    ConfigurationError,
+    CrawlClosed,
+    CrawlNotFound,
+    StoreError,
+    StoreUnavailable,
+)
+from crawlq.fingerprint import check_fingerprint
 from crawlq.jobs import (
     FINISHED_STATES,
     ConflictPolicy,
@@ -39,6 +49,7 @@ from crawlq.jobs import (
     WorkerInfo,
     WorkerState,
 )
+from crawlq.limits import KeyLimit, Limits
 from crawlq.stores.base import (
     Capabilities,
     ClaimParams,
@@ -86,6 +97,14 @@ SCRIPTS = (
     "worker_reap",
     "worker_prune",
     "maintenance_acquire",
+    "crawl_create",
+    "crawl_pause",
+    "crawl_resume",
+    "crawl_cancel",
+    "seen_add",
+    "limit_set",
+    "limit_block",
+    "limit_read",
 )
 SCAN_BUDGET = 1000
 """Job ids one listing, requeue or purge script looks at per call (bounds its run time)."""
@@ -247,6 +266,10 @@ def _signatures(spec: JobSpec) -> tuple[str | None, str | None]:
 def _spec_row(spec: JobSpec) -> list[Any]:
     """One spec as the scripts read it (spec_from in prelude.lua)."""
     sig, cmp = _signatures(spec)
+    fingerprint = None
+    if spec.fingerprint is not None:
+        check_seen_has_crawl([spec])
+        fingerprint = check_fingerprint(spec.fingerprint).hex()
     return [
         spec.queue,
         spec.task,
@@ -262,7 +285,34 @@ def _spec_row(spec: JobSpec) -> list[Any]:
         _opt_finite(spec.timeout, "timeout"),
         ConflictPolicy(spec.on_conflict).value,
         cmp,
+        None if spec.crawl is None else _integer(spec.crawl, "crawl"),
+        spec.limit_key,
+        fingerprint,
     ]
+
+
+def _limits_json(limits: Limits | None) -> str:
+    if limits is None:
+        return ""
+    cap = None if limits.max_running is None else _integer(limits.max_running, "max_running")
+    interval = _finite(limits.min_interval, "min_interval")
+    return _dumps({"max_running": cap, "min_interval": interval})
+
+
+def _limits(text: str | None) -> Limits | None:
+    if not text:
+        return None
+    data = json.loads(text)
+    return Limits(max_running=data["max_running"], min_interval=float(data["min_interval"]))
+
+
+def _refused(reply: Any) -> None:
+    """Raise for a script's refusal ``[kind, crawl, state]`` (closed_crawl, prelude)."""
+    if reply and isinstance(reply[0], str):
+        kind, crawl, state = reply
+        if kind == "crawl_not_found":
+            raise CrawlNotFound(f"crawl {crawl} does not exist: create it with crawl_create")
+        raise CrawlClosed(f"crawl {crawl} is {state}: it takes no more jobs")
 
 
 # -- decoding replies ------------------------------------------------------------------
@@ -305,6 +355,42 @@ def _job_from_hash(job_id: JobId, h: dict[str, str]) -> Job:
         created_at=float(h["created_at"]),
         started_at=_float(h.get("started_at")),
         finished_at=_float(h.get("finished_at")),
+        crawl_id=None if "crawl_id" not in h else int(h["crawl_id"]),
+        limit_key=h.get("limit_key"),
+    )
+
+
+def _crawl_from_hash(crawl_id: int, h: dict[str, str]) -> CrawlInfo:
+    on_finish_job = h.get("on_finish_job")
+    return CrawlInfo(
+        id=crawl_id,
+        name=h["name"],
+        meta=json.loads(h["meta"]),
+        state=CrawlState(h["state"]),
+        pending=int(h["pending"]),
+        running=int(h["running"]),
+        done=int(h["done"]),
+        dead=int(h["dead"]),
+        cancelled=int(h["cancelled"]),
+        seen=int(h["seen"]),
+        created_at=float(h["created_at"]),
+        finished_at=_float(h.get("finished_at")),
+        on_finish_job=None if on_finish_job is None else int(on_finish_job),
+        limits=_limits(h.get("limits")),
+    )
+
+
+def _key_limit(row: Sequence[str]) -> KeyLimit:
+    key, cap, interval, source, blocked, running, last_start, pending, next_start = row
+    return KeyLimit(
+        key=key,
+        limits=Limits(max_running=int(cap) if cap else None, min_interval=float(interval)),
+        override=source == "override",
+        blocked_until=float(blocked) if blocked else None,
+        running=int(running),
+        last_start=float(last_start) if last_start else None,
+        pending=int(pending),
+        next_start=float(next_start) if next_start else None,
     )
 
 
@@ -414,6 +500,7 @@ class RedisStore:
             return []
         args = [_now_arg(now), _dumps([_spec_row(spec) for spec in specs])]
         rows = self._run("scheduling jobs", "job_schedule", args)
+        _refused(rows)
         return [ScheduleResult(int(job_id), Outcome(outcome)) for job_id, outcome in rows]
 
     def job_claim(self, params: ClaimParams) -> list[Job]:
@@ -548,10 +635,11 @@ class RedisStore:
         return sum(int(n) for n in self._scan("purging jobs", "job_purge", where, states))
 
     def job_prune(self, *, retention: float, now: Timestamp | None = None) -> int:
+        """Also deletes the records of idle limit keys (keys.py, job_prune.lua)."""
         args = [_now_arg(now), _number(retention, "retention"), str(PRUNE_BUDGET)]
-        total = 0
+        total, cursor = 0, ""
         while True:
-            deleted, more = self._run("pruning finished jobs", "job_prune", args)
+            deleted, more, cursor = self._run("pruning finished jobs", "job_prune", [*args, cursor])
             total += int(deleted)
             if not more:
                 return total
@@ -671,11 +759,13 @@ class RedisStore:
 
     @staticmethod
     def _queue_stats(row: Sequence[Any], now: float) -> QueueStats:
-        queue, pending, running, done, dead, cancelled, due, oldest, recent = row
+        queue, pending, running, done, dead, cancelled, due, oldest, recent, waiting, held = row
         return QueueStats(
             queue=queue,
             due=int(due),
-            scheduled=int(pending) - int(due),
+            scheduled=int(pending) - int(due) - int(waiting) - int(held),
+            waiting=int(waiting),
+            held=int(held),
             running=int(running),
             done=int(done),
             dead=int(dead),
@@ -755,3 +845,120 @@ class RedisStore:
     ) -> bool:
         args = [_now_arg(now), duty, owner, _number(ttl, "ttl")]
         return bool(self._run("acquiring a maintenance lease", "maintenance_acquire", args))
+
+    # -- crawls and seen sets ----------------------------------------------------------
+
+    def crawl_create(
+        self, spec: CrawlSpec, start: Sequence[JobSpec], *, now: Timestamp | None = None
+    ) -> CrawlInfo:
+        """The id is taken (INCR) before the script runs, so the on_finish spec and the
+        start specs are encoded with it; a create that fails leaves a gap in the ids."""
+        with _translate("creating a crawl"):
+            crawl_id = int(self._client.incr(keys.key("crawl_ids", self._prefix)))
+        on_finish = ""
+        if spec.on_finish is not None:
+            kwargs = {**spec.on_finish.kwargs, "crawl_id": crawl_id}
+            on_finish = _dumps(_spec_row(replace(spec.on_finish, crawl=None, kwargs=kwargs)))
+        args = [
+            _now_arg(now),
+            str(crawl_id),
+            spec.name,
+            _dumps(dict(spec.meta)),
+            on_finish,
+            _limits_json(spec.limits),
+            _dumps([_spec_row(replace(s, crawl=crawl_id)) for s in start]),
+        ]
+        flat = self._run("creating a crawl", "crawl_create", args)
+        return _crawl_from_hash(crawl_id, dict(zip(flat[::2], flat[1::2], strict=True)))
+
+    def crawl_get(self, crawl_id: int) -> CrawlInfo | None:
+        with _translate("reading a crawl"):
+            raw = self._client.hgetall(keys.key("crawl", self._prefix, crawl=int(crawl_id)))
+        h = cast("dict[str, str]", raw)
+        return _crawl_from_hash(int(crawl_id), h) if h else None
+
+    def crawl_list(
+        self, *, state: CrawlState | None = None, limit: int | None = None, after_id: int = 0
+    ) -> list[CrawlInfo]:
+        found: list[CrawlInfo] = []
+        cursor = int(after_id)
+        page = 500
+        while limit is None or len(found) < limit:
+            with _translate("listing crawls"):
+                ids = cast(
+                    "list[str]",
+                    self._client.zrangebyscore(
+                        keys.key("crawls", self._prefix), f"({cursor}", "+inf", 0, page
+                    ),
+                )
+                pipe = self._client.pipeline(transaction=False)
+                for crawl_id in ids:
+                    pipe.hgetall(keys.key("crawl", self._prefix, crawl=crawl_id))
+                hashes = cast("list[dict[str, str]]", pipe.execute())
+            for crawl_id, h in zip(ids, hashes, strict=True):
+                info = _crawl_from_hash(int(crawl_id), h)
+                if state is None or info.state == state:
+                    found.append(info)
+            if len(ids) < page:
+                break
+            cursor = int(ids[-1])
+        return found if limit is None else found[: max(limit, 0)]
+
+    def _crawl_change(
+        self, operation: str, script: str, crawl_id: int, now: Timestamp | None
+    ) -> bool:
+        return bool(self._run(operation, script, [_now_arg(now), str(operator.index(crawl_id))]))
+
+    def crawl_pause(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
+        return self._crawl_change("pausing a crawl", "crawl_pause", crawl_id, now)
+
+    def crawl_resume(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
+        return self._crawl_change("resuming a crawl", "crawl_resume", crawl_id, now)
+
+    def crawl_cancel(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
+        return self._crawl_change("cancelling a crawl", "crawl_cancel", crawl_id, now)
+
+    def seen_add(
+        self, crawl_id: int, fingerprints: Sequence[bytes], *, now: Timestamp | None = None
+    ) -> list[bool]:
+        fps = [check_fingerprint(fp) for fp in fingerprints]
+        args: list[Any] = [_now_arg(now), str(operator.index(crawl_id)), *fps]
+        answers = self._run("adding to a seen set", "seen_add", args)
+        if answers == [-1]:
+            raise CrawlNotFound(f"crawl {crawl_id} does not exist: create it with crawl_create")
+        return [bool(a) for a in answers]
+
+    # -- limits --------------------------------------------------------------------------
+
+    def limit_set(self, key: str, limits: Limits, *, now: Timestamp | None = None) -> None:
+        cap = "" if limits.max_running is None else str(_integer(limits.max_running, "max_running"))
+        args = [_now_arg(now), key, cap, _number(limits.min_interval, "min_interval")]
+        self._run("setting a key's limits", "limit_set", args)
+
+    def limit_set_default(
+        self, queue: str, limits: Limits | None, *, now: Timestamp | None = None
+    ) -> None:
+        name = keys.key("limit_defaults", self._prefix)
+        with _translate("setting a queue's default limits"):
+            if limits is None:
+                self._client.hdel(name, queue)
+            else:
+                self._client.hset(name, queue, _limits_json(limits))
+
+    def limit_block(self, key: str, until: Timestamp, *, now: Timestamp | None = None) -> None:
+        args = [_now_arg(now), key, _number(until, "until")]
+        self._run("blocking a key", "limit_block", args)
+
+    def limit_get(
+        self, keys: Sequence[str], *, now: Timestamp | None = None
+    ) -> list[KeyLimit | None]:
+        if not keys:
+            return []
+        rows = self._run("reading key limits", "limit_read", ["", "get", *keys])
+        return [_key_limit(row) if row else None for row in rows]
+
+    def limit_list(self, *, limit: int = 100, after: str = "") -> list[KeyLimit]:
+        if limit <= 0:
+            return []
+        rows = self._run("listing key limits", "limit_read", ["", "list", after, str(limit)])
+        return [_key_limit(row) for row in rows]

@@ -2,28 +2,36 @@
 -- Every time is a parameter (:now): the store computes it once per call.
 
 -- name: job_insert
--- A new job; on a live (queue, key) nothing is inserted and no row is returned.
+-- A new job in :state (the store picks ready, scheduled, waiting or held); on a live
+-- (queue, key) nothing is inserted and no row is returned.
 INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state,
-                         max_attempts, lease_seconds, timeout, created_at)
-VALUES (:queue, :task, :args, :kwargs, :key, :priority, :run_at,
-        CASE WHEN :run_at <= :now THEN 'ready' ELSE 'scheduled' END,
-        :max_attempts, :lease_seconds, :timeout, :now)
-ON CONFLICT (queue, key) WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'running')
+                         max_attempts, lease_seconds, timeout, created_at, crawl_id,
+                         limit_key)
+VALUES (:queue, :task, :args, :kwargs, :key, :priority, :run_at, :state,
+        :max_attempts, :lease_seconds, :timeout, :now, :crawl_id, :limit_key)
+ON CONFLICT (queue, key)
+    WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
 DO NOTHING
 RETURNING id;
 
 -- name: job_get_live_by_key
-SELECT id, state, priority, run_at, args, kwargs, task, max_attempts, lease_seconds,
-       timeout, followup
+SELECT id, state, priority, coalesce(own_run_at, run_at) AS run_at, args, kwargs, task,
+       max_attempts, lease_seconds, timeout, followup, crawl_id, limit_key
 FROM crawlq_jobs
-WHERE queue = :queue AND key = :key AND state IN ('scheduled', 'ready', 'running');
+WHERE queue = :queue AND key = :key
+  AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running');
 
 -- name: job_update_pending
+-- A held job stays held; a keyed one goes back behind its key (the store reconciles it).
 UPDATE crawlq_jobs
 SET task = :task, args = :args, kwargs = :kwargs, priority = :priority, run_at = :run_at,
-    state = CASE WHEN :run_at <= :now THEN 'ready' ELSE 'scheduled' END,
+    state = CASE WHEN state = 'held' THEN 'held'
+                 WHEN limit_key IS NOT NULL THEN 'waiting'
+                 WHEN :run_at <= :now THEN 'ready' ELSE 'scheduled' END,
+    own_run_at = NULL,
     max_attempts = :max_attempts, lease_seconds = :lease_seconds, timeout = :timeout
-WHERE id = :id;
+WHERE id = :id
+RETURNING limit_key;
 
 -- name: job_set_followup
 UPDATE crawlq_jobs SET followup = :followup WHERE id = :id;
@@ -52,7 +60,7 @@ LIMIT :limit;
 UPDATE crawlq_jobs
 SET state = 'running', attempts = attempts + 1, worker_id = :worker_id,
     lease_token = lower(hex(randomblob(8))), lease_expires_at = :now + lease_seconds,
-    started_at = :now
+    started_at = :now, own_run_at = NULL
 WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'ready'
 RETURNING *;
 
@@ -65,11 +73,16 @@ UPDATE crawlq_jobs
 SET state = 'done', result = :result, finished_at = :now,
     lease_token = NULL, lease_expires_at = NULL
 WHERE id = :id AND lease_token = :token AND state = 'running'
-RETURNING id, queue, key, followup;
+RETURNING id, queue, key, followup, state, crawl_id, limit_key;
 
 -- name: job_fail
+-- A job that is pending again is held in a paused crawl and waits behind its limit key.
 UPDATE crawlq_jobs
 SET state = CASE WHEN :retry_delay IS NULL THEN 'dead'
+                 WHEN crawl_id IS NOT NULL
+                      AND (SELECT state FROM crawlq_crawls WHERE id = crawl_id) = 'paused'
+                      THEN 'held'
+                 WHEN limit_key IS NOT NULL THEN 'waiting'
                  WHEN :retry_delay <= 0 THEN 'ready'
                  ELSE 'scheduled' END,
     run_at = CASE WHEN :retry_delay IS NULL THEN run_at ELSE :now + :retry_delay END,
@@ -78,15 +91,20 @@ SET state = CASE WHEN :retry_delay IS NULL THEN 'dead'
     finished_at = CASE WHEN :retry_delay IS NULL THEN :now END,
     lease_token = NULL, lease_expires_at = NULL
 WHERE id = :id AND lease_token = :token AND state = 'running'
-RETURNING id, queue, key, followup, state;
+RETURNING id, queue, key, followup, state, crawl_id, limit_key;
 
 -- name: job_release
 UPDATE crawlq_jobs
-SET state = CASE WHEN :delay <= 0 THEN 'ready' ELSE 'scheduled' END,
+SET state = CASE WHEN crawl_id IS NOT NULL
+                      AND (SELECT state FROM crawlq_crawls WHERE id = crawl_id) = 'paused'
+                      THEN 'held'
+                 WHEN limit_key IS NOT NULL THEN 'waiting'
+                 WHEN :delay <= 0 THEN 'ready' ELSE 'scheduled' END,
     run_at = CASE WHEN :delay <= 0 THEN run_at ELSE :now + :delay END,
     attempts = attempts - 1,
     lease_token = NULL, lease_expires_at = NULL
-WHERE id = :id AND lease_token = :token AND state = 'running';
+WHERE id = :id AND lease_token = :token AND state = 'running'
+RETURNING id, crawl_id, limit_key;
 
 -- name: job_any_lease_expired
 SELECT EXISTS (
@@ -95,21 +113,27 @@ SELECT EXISTS (
 
 -- name: job_expire_leases
 UPDATE crawlq_jobs
-SET state = CASE WHEN attempts < max_attempts THEN 'ready' ELSE 'dead' END,
+SET state = CASE WHEN attempts >= max_attempts THEN 'dead'
+                 WHEN crawl_id IS NOT NULL
+                      AND (SELECT state FROM crawlq_crawls WHERE id = crawl_id) = 'paused'
+                      THEN 'held'
+                 WHEN limit_key IS NOT NULL THEN 'waiting'
+                 ELSE 'ready' END,
     last_error = 'lease expired: the worker holding it stopped heartbeating',
     dead_reason = CASE WHEN attempts < max_attempts THEN NULL ELSE 'lease_expired' END,
     finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE :now END,
     lease_token = NULL, lease_expires_at = NULL
 WHERE state = 'running' AND lease_expires_at < :now
-RETURNING id, queue, key, followup, state;
+RETURNING id, queue, key, followup, state, crawl_id, limit_key;
 
 -- name: job_cancel
 UPDATE crawlq_jobs
 SET state = 'cancelled', finished_at = :now, followup = NULL,
-    lease_token = NULL, lease_expires_at = NULL
+    lease_token = NULL, lease_expires_at = NULL,
+    run_at = coalesce(own_run_at, run_at), own_run_at = NULL
 WHERE id IN (SELECT value FROM json_each(:ids))
-  AND state IN ('scheduled', 'ready', 'running')
-RETURNING id;
+  AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
+RETURNING id, crawl_id, limit_key;
 
 -- name: job_get
 SELECT * FROM crawlq_jobs WHERE id = :id;
@@ -126,16 +150,26 @@ ORDER BY id
 LIMIT :limit;
 
 -- name: job_requeue
+-- A dead job of a closed crawl stays dead; one of a paused crawl is held; a keyed one
+-- waits behind its key (the store reconciles it).
 UPDATE crawlq_jobs
-SET state = 'ready', attempts = 0, run_at = :now, finished_at = NULL, dead_reason = NULL,
+SET state = CASE WHEN crawl_id IS NOT NULL
+                      AND (SELECT state FROM crawlq_crawls WHERE id = crawl_id) = 'paused'
+                      THEN 'held'
+                 WHEN limit_key IS NOT NULL THEN 'waiting'
+                 ELSE 'ready' END,
+    attempts = 0, run_at = :now, finished_at = NULL, dead_reason = NULL,
     lease_token = NULL, lease_expires_at = NULL, worker_id = NULL,
     followup = NULL  -- spent when the job died: it must not become a job a second time
 WHERE id = :id AND state = 'dead'
   AND (key IS NULL OR NOT EXISTS (
         SELECT 1 FROM crawlq_jobs AS live
         WHERE live.queue = crawlq_jobs.queue AND live.key = crawlq_jobs.key
-          AND live.state IN ('scheduled', 'ready', 'running')))
-RETURNING id;
+          AND live.state IN ('scheduled', 'ready', 'waiting', 'held', 'running')))
+  AND (crawl_id IS NULL OR EXISTS (
+        SELECT 1 FROM crawlq_crawls AS c
+        WHERE c.id = crawlq_jobs.crawl_id AND c.state IN ('running', 'paused')))
+RETURNING id, limit_key;
 
 -- name: job_delete
 DELETE FROM crawlq_jobs
@@ -220,13 +254,18 @@ RETURNING id;
 -- The running jobs of a worker declared dead go back as job_expire_leases returns
 -- expired leases (same columns, same rows returned), with reason worker_lost.
 UPDATE crawlq_jobs
-SET state = CASE WHEN attempts < max_attempts THEN 'ready' ELSE 'dead' END,
+SET state = CASE WHEN attempts >= max_attempts THEN 'dead'
+                 WHEN crawl_id IS NOT NULL
+                      AND (SELECT state FROM crawlq_crawls WHERE id = crawl_id) = 'paused'
+                      THEN 'held'
+                 WHEN limit_key IS NOT NULL THEN 'waiting'
+                 ELSE 'ready' END,
     last_error = 'worker lost: the worker holding it was declared dead (heartbeat overdue)',
     dead_reason = CASE WHEN attempts < max_attempts THEN NULL ELSE 'worker_lost' END,
     finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE :now END,
     lease_token = NULL, lease_expires_at = NULL
 WHERE worker_id = :worker_id AND state = 'running'
-RETURNING id, queue, key, followup, state;
+RETURNING id, queue, key, followup, state, crawl_id, limit_key;
 
 -- name: worker_prune
 DELETE FROM crawlq_workers
@@ -246,3 +285,148 @@ ON CONFLICT (duty) DO UPDATE
 SET owner = excluded.owner, expires_at = excluded.expires_at
 WHERE crawlq_maintenance.owner = excluded.owner OR crawlq_maintenance.expires_at <= :now
 RETURNING owner;
+
+-- name: crawl_insert
+INSERT INTO crawlq_crawls (name, meta, state, limits, created_at)
+VALUES (:name, :meta, 'running', :limits, :now)
+RETURNING id;
+
+-- name: crawl_set_on_finish
+UPDATE crawlq_crawls SET on_finish = :on_finish WHERE id = :id;
+
+-- name: crawl_get
+SELECT * FROM crawlq_crawls WHERE id = :id;
+
+-- name: crawl_list
+SELECT * FROM crawlq_crawls
+WHERE id > :after_id AND (:state IS NULL OR state = :state)
+ORDER BY id
+LIMIT :limit;
+
+-- name: crawl_finish
+-- Finishes an open crawl with nothing outstanding: at most once, atomic with its counters.
+UPDATE crawlq_crawls SET state = 'finished', finished_at = :now
+WHERE id = :id AND state IN ('running', 'paused') AND pending = 0 AND running = 0
+RETURNING on_finish;
+
+-- name: crawl_set_on_finish_job
+UPDATE crawlq_crawls SET on_finish_job = :job_id WHERE id = :id;
+
+-- name: crawl_set_state
+UPDATE crawlq_crawls
+SET state = :state, finished_at = CASE WHEN :state = 'cancelled' THEN :now END
+WHERE id = :id AND state IN (SELECT value FROM json_each(:from_states))
+RETURNING id;
+
+-- name: crawl_hold_jobs
+-- Pause: the crawl's pending jobs leave the claim index; a front gets its own run_at back.
+UPDATE crawlq_jobs
+SET state = 'held', run_at = coalesce(own_run_at, run_at), own_run_at = NULL
+WHERE crawl_id = :id AND state IN ('scheduled', 'ready', 'waiting', 'held')
+  AND state <> 'held'
+RETURNING limit_key;
+
+-- name: crawl_unhold_jobs
+UPDATE crawlq_jobs
+SET state = CASE WHEN limit_key IS NOT NULL THEN 'waiting'
+                 WHEN run_at <= :now THEN 'ready' ELSE 'scheduled' END
+WHERE crawl_id = :id AND state IN ('scheduled', 'ready', 'waiting', 'held')
+  AND state = 'held'
+RETURNING limit_key;
+
+-- name: crawl_cancel_jobs
+UPDATE crawlq_jobs
+SET state = 'cancelled', finished_at = :now, followup = NULL,
+    run_at = coalesce(own_run_at, run_at), own_run_at = NULL
+WHERE crawl_id = :id AND state IN ('scheduled', 'ready', 'waiting', 'held')
+RETURNING limit_key;
+
+-- name: seen_insert
+-- A row comes back only if the fingerprint was new (a trigger counts it in the crawl).
+INSERT INTO crawlq_seen (crawl_id, fp) VALUES (:crawl_id, :fp)
+ON CONFLICT DO NOTHING
+RETURNING 1;
+
+-- name: limit_ensure
+-- Fix the settings of a key used by a job: from its crawl's limits (:from_crawl), else the
+-- queue default, else none. A key made by limit_block ('none') takes them too.
+INSERT INTO crawlq_limits (key, max_running, min_interval, source)
+VALUES (:key,
+        CASE WHEN :from_crawl THEN :max_running
+             ELSE (SELECT max_running FROM crawlq_limit_defaults WHERE queue = :queue) END,
+        CASE WHEN :from_crawl THEN :min_interval
+             ELSE coalesce((SELECT min_interval FROM crawlq_limit_defaults
+                            WHERE queue = :queue), 0) END,
+        'default')
+ON CONFLICT (key) DO UPDATE
+SET max_running = excluded.max_running, min_interval = excluded.min_interval,
+    source = 'default'
+WHERE crawlq_limits.source = 'none';
+
+-- name: limit_take_front
+-- Reconcile, step 1: a key with no front and room under its cap takes its best waiting job.
+UPDATE crawlq_limits
+SET front = (SELECT id FROM crawlq_jobs INDEXED BY crawlq_jobs_waiting
+             WHERE limit_key = :key AND state = 'waiting'
+             ORDER BY priority DESC, run_at, id
+             LIMIT 1)
+WHERE key = :key AND front IS NULL AND (max_running IS NULL OR running < max_running)
+RETURNING front, min_interval, last_start, blocked_until;
+
+-- name: limit_front_due
+-- Reconcile, step 2: the front enters the claim index, due at its key's gate; its own
+-- run_at is kept aside when the gate is later.
+UPDATE crawlq_jobs
+SET own_run_at = CASE WHEN :gate > run_at THEN run_at END,
+    run_at = max(run_at, :gate),
+    state = CASE WHEN max(run_at, :gate) <= :now THEN 'ready' ELSE 'scheduled' END
+WHERE id = :id AND state = 'waiting';
+
+-- name: limit_demote_front
+-- The key's front goes back to waiting with its own run_at (the store reconciles it).
+UPDATE crawlq_jobs
+SET state = 'waiting', run_at = coalesce(own_run_at, run_at), own_run_at = NULL
+WHERE id = (SELECT front FROM crawlq_limits WHERE key = :key)
+  AND state IN ('scheduled', 'ready');
+
+-- name: limit_set
+INSERT INTO crawlq_limits (key, max_running, min_interval, source)
+VALUES (:key, :max_running, :min_interval, 'override')
+ON CONFLICT (key) DO UPDATE
+SET max_running = excluded.max_running, min_interval = excluded.min_interval,
+    source = 'override';
+
+-- name: limit_block
+INSERT INTO crawlq_limits (key, min_interval, source, blocked_until)
+VALUES (:key, 0, 'none', :until)
+ON CONFLICT (key) DO UPDATE
+SET blocked_until = max(coalesce(crawlq_limits.blocked_until, excluded.blocked_until),
+                        excluded.blocked_until);
+
+-- name: limit_default_set
+INSERT INTO crawlq_limit_defaults (queue, max_running, min_interval)
+VALUES (:queue, :max_running, :min_interval)
+ON CONFLICT (queue) DO UPDATE
+SET max_running = excluded.max_running, min_interval = excluded.min_interval;
+
+-- name: limit_default_delete
+DELETE FROM crawlq_limit_defaults WHERE queue = :queue;
+
+-- name: limit_get
+SELECT l.*, f.run_at AS next_start
+FROM crawlq_limits AS l LEFT JOIN crawlq_jobs AS f ON f.id = l.front
+WHERE l.key = :key;
+
+-- name: limit_list
+SELECT l.*, f.run_at AS next_start
+FROM crawlq_limits AS l LEFT JOIN crawlq_jobs AS f ON f.id = l.front
+WHERE l.key > :after
+ORDER BY l.key
+LIMIT :limit;
+
+-- name: limit_prune
+-- Records that say nothing any more: no job, no override, no block or interval to honour.
+DELETE FROM crawlq_limits
+WHERE pending = 0 AND running = 0 AND source <> 'override'
+  AND coalesce(blocked_until, 0) < :now
+  AND coalesce(last_start + min_interval, 0) < :now;

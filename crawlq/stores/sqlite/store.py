@@ -4,22 +4,37 @@ WAL journal, one write transaction per call (``BEGIN IMMEDIATE``), SQLite's busy
 for waiting on other processes, and a separate connection that watches
 ``PRAGMA data_version`` so an idle worker wakes up within milliseconds of a commit by any
 process. The store's clock is the host's clock, the only one a local file has.
+
+Crawl and limit-key counters move by trigger in the statement that moves the job, guarded
+so that a job outside crawls and limit keys runs no extra statement. A write that touches
+a limit key or a crawl ends by settling them (``_settle``): each key gets its front back
+(``crawlq.limits``), then each open crawl with nothing outstanding finishes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, TypeVar
 
-from crawlq.exceptions import ConfigurationError, StoreError, StoreUnavailable
+from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo, CrawlSpec, CrawlState, check_seen_has_crawl
+from crawlq.exceptions import (
+    ConfigurationError,
+    CrawlClosed,
+    CrawlNotFound,
+    StoreError,
+    StoreUnavailable,
+)
+from crawlq.fingerprint import check_fingerprint
 from crawlq.jobs import (
+    ConflictPolicy,
     Job,
     JobSpec,
     JobState,
@@ -29,6 +44,7 @@ from crawlq.jobs import (
     ScheduleResult,
     WorkerInfo,
 )
+from crawlq.limits import KeyLimit, Limits
 from crawlq.stores._sqlfile import load_queries, split_statements
 from crawlq.stores.base import (
     Capabilities,
@@ -40,6 +56,7 @@ from crawlq.stores.base import (
     WaitParams,
 )
 from crawlq.stores.conflict import Request, merge
+from crawlq.stores.crawlrows import crawl_info, key_limit, limits_from, limits_json
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
 from crawlq.stores.workers import heartbeat_params, register_params, worker_info
 from crawlq.types import JobId, Timestamp
@@ -133,7 +150,70 @@ def _job_from_row(row: sqlite3.Row) -> Job:
         created_at=row["created_at"],
         started_at=row["started_at"],
         finished_at=row["finished_at"],
+        crawl_id=row["crawl_id"],
+        limit_key=row["limit_key"],
     )
+
+
+def _on_finish_json(spec: JobSpec, crawl_id: int) -> str:
+    """The ``on_finish`` spec as stored: outside any crawl, with ``crawl_id`` added."""
+    return _dumps(
+        {
+            "queue": spec.queue,
+            "task": spec.task,
+            "args": list(spec.args),
+            "kwargs": {**spec.kwargs, "crawl_id": crawl_id},
+            "key": spec.key,
+            "priority": spec.priority,
+            "delay": spec.delay,
+            "run_at": spec.run_at,
+            "max_attempts": spec.max_attempts,
+            "lease_seconds": spec.lease_seconds,
+            "timeout": spec.timeout,
+            "on_conflict": spec.on_conflict.value,
+            "limit_key": spec.limit_key,
+        }
+    )
+
+
+def _on_finish_spec(text: str) -> JobSpec:
+    fields = json.loads(text)
+    fields["on_conflict"] = ConflictPolicy(fields["on_conflict"])
+    return JobSpec(**fields)
+
+
+def _crawl_from_row(row: sqlite3.Row) -> CrawlInfo:
+    return crawl_info(row, json.loads(row["meta"]))
+
+
+def _key_limit_from_row(row: sqlite3.Row) -> KeyLimit:
+    return key_limit(row, row["next_start"] if row["front"] is not None else None)
+
+
+def _check_fingerprint(spec: JobSpec) -> bytes | None:
+    fp = spec.fingerprint
+    if fp is None:
+        return None
+    check_seen_has_crawl([spec])
+    return check_fingerprint(fp)
+
+
+@dataclass(slots=True)
+class _Touched:
+    """What one transaction changed that must be settled before it commits: limit keys
+    to reconcile and crawls that may have finished."""
+
+    keys: set[str] = field(default_factory=set)
+    crawls: set[int] = field(default_factory=set)
+    ensured: set[str] = field(default_factory=set)
+    """Keys whose record this transaction already made sure of."""
+
+    def note(self, rows: Iterable[sqlite3.Row], *, crawls: bool = True) -> None:
+        for row in rows:
+            if row["limit_key"] is not None:
+                self.keys.add(row["limit_key"])
+            if crawls and row["crawl_id"] is not None:
+                self.crawls.add(row["crawl_id"])
 
 
 class SQLiteStore:
@@ -236,13 +316,53 @@ class SQLiteStore:
         self, specs: Sequence[JobSpec], *, now: Timestamp | None = None
     ) -> list[ScheduleResult]:
         t = self._now(now)
-        return self._write(
-            "scheduling jobs", lambda conn: [self._schedule_one(conn, s, t) for s in specs]
-        )
 
-    def _schedule_one(self, conn: sqlite3.Connection, spec: JobSpec, now: float) -> ScheduleResult:
+        def work(conn: sqlite3.Connection) -> list[ScheduleResult]:
+            touched = _Touched()
+            results = [self._schedule_one(conn, s, t, touched) for s in specs]
+            self._settle(conn, touched, t)
+            return [r for r in results if r is not None]
+
+        return self._write("scheduling jobs", work)
+
+    def _open_crawl(
+        self, conn: sqlite3.Connection, crawl_id: int, *, drop_closed: bool
+    ) -> sqlite3.Row | None:
+        """The open crawl a job joins: ``CrawlNotFound`` if there is none; if it is
+        closed, ``CrawlClosed``, or None with ``drop_closed`` (children, follow-ups)."""
+        row: sqlite3.Row | None = conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone()
+        if row is None:
+            raise CrawlNotFound(
+                f"crawl {crawl_id} does not exist: create it with crawl_create first"
+            )
+        if row["state"] in OPEN_CRAWL_STATES:
+            return row
+        if drop_closed:
+            return None
+        raise CrawlClosed(f"crawl {crawl_id} is {row['state']}: it takes no more jobs")
+
+    def _schedule_one(
+        self,
+        conn: sqlite3.Connection,
+        spec: JobSpec,
+        now: float,
+        touched: _Touched,
+        *,
+        drop_closed: bool = False,
+    ) -> ScheduleResult | None:
+        """Schedule one spec; None only when ``drop_closed`` dropped it."""
+        fp = _check_fingerprint(spec)
+        crawl = None
+        if spec.crawl is not None:
+            crawl = self._open_crawl(conn, spec.crawl, drop_closed=drop_closed)
+            if crawl is None:
+                return None
+            if fp is not None:
+                new = conn.execute(Q["seen_insert"], {"crawl_id": spec.crawl, "fp": fp})
+                if new.fetchone() is None:
+                    return ScheduleResult(0, Outcome.SEEN)
         incoming = Request.from_spec(spec, now)
-        inserted = self._insert(conn, spec.queue, spec.key, incoming, now)
+        inserted = self._insert(conn, spec.queue, spec.key, incoming, now, touched, crawl)
         if inserted is not None:
             return ScheduleResult(inserted, Outcome.CREATED)
         live = conn.execute(Q["job_get_live_by_key"], {"queue": spec.queue, "key": spec.key})
@@ -258,13 +378,14 @@ class SQLiteStore:
             max_attempts=row["max_attempts"],
             lease_seconds=row["lease_seconds"],
             timeout=row["timeout"],
+            crawl=row["crawl_id"],
+            limit_key=row["limit_key"],
         )
         merged = merge(existing, incoming, spec.on_conflict)
         if merged is None:
             return ScheduleResult(row["id"], Outcome.UNCHANGED)
-        conn.execute(
-            Q["job_update_pending"], {**self._request_params(merged, now), "id": row["id"]}
-        )
+        params = {**self._request_params(merged, now), "id": row["id"]}
+        touched.note(conn.execute(Q["job_update_pending"], params).fetchall(), crawls=False)
         return ScheduleResult(row["id"], Outcome.UPDATED)
 
     def _defer(
@@ -295,20 +416,114 @@ class SQLiteStore:
         }
 
     def _insert(
-        self, conn: sqlite3.Connection, queue: str, key: str | None, request: Request, now: float
+        self,
+        conn: sqlite3.Connection,
+        queue: str,
+        key: str | None,
+        request: Request,
+        now: float,
+        touched: _Touched,
+        crawl: sqlite3.Row | None,
     ) -> JobId | None:
-        params = {**self._request_params(request, now), "queue": queue, "key": key}
+        """Insert a pending job unless (queue, key) is live: held in a paused crawl,
+        waiting behind its limit key (reconciled when the transaction settles), else ready
+        or scheduled by run_at."""
+        limit_key = request.limit_key
+        if crawl is not None and crawl["state"] == CrawlState.PAUSED:
+            state = "held"
+        elif limit_key is not None:
+            state = "waiting"
+        else:
+            state = "ready" if request.run_at <= now else "scheduled"
+        if limit_key is not None and limit_key not in touched.ensured:
+            self._ensure_key(conn, limit_key, queue, None if crawl is None else crawl["limits"])
+            touched.ensured.add(limit_key)
+        params = {
+            **self._request_params(request, now),
+            "queue": queue,
+            "key": key,
+            "state": state,
+            "crawl_id": request.crawl,
+            "limit_key": limit_key,
+        }
         rows = conn.execute(Q["job_insert"], params).fetchall()
-        return int(rows[0][0]) if rows else None
+        if not rows:
+            return None
+        if state == "waiting" and limit_key is not None:
+            touched.keys.add(limit_key)
+        return int(rows[0][0])
 
     def _spawn_followups(
-        self, conn: sqlite3.Connection, rows: list[sqlite3.Row], now: float
+        self, conn: sqlite3.Connection, rows: list[sqlite3.Row], now: float, touched: _Touched
     ) -> None:
-        """Turn the remembered request of each ended job into a pending job."""
+        """Turn the remembered request of each ended job into a pending job (dropped if
+        its crawl has closed meanwhile)."""
         for row in rows:
             if row["followup"] is not None:
                 request = Request.from_json(row["followup"])
-                self._insert(conn, row["queue"], row["key"], request, now)
+                crawl = None
+                if request.crawl is not None:
+                    crawl = self._open_crawl(conn, request.crawl, drop_closed=True)
+                    if crawl is None:
+                        continue
+                self._insert(conn, row["queue"], row["key"], request, now, touched, crawl)
+
+    # -- limit keys and crawl finishing (inside a write transaction) ---------------------
+
+    def _ensure_key(
+        self, conn: sqlite3.Connection, key: str, queue: str, crawl_limits: str | None
+    ) -> None:
+        """Make sure ``key`` has a record with fixed settings before a job joins it."""
+        limits = limits_from(crawl_limits)
+        conn.execute(
+            Q["limit_ensure"],
+            {
+                "key": key,
+                "queue": queue,
+                "from_crawl": limits is not None,
+                "max_running": None if limits is None else limits.max_running,
+                "min_interval": 0.0 if limits is None else limits.min_interval,
+            },
+        )
+
+    def _reconcile(self, conn: sqlite3.Connection, key: str, now: float) -> None:
+        """Give ``key`` a front if it has none, room under its cap and a waiting job: the
+        best one, due at max(its run_at, last start + min_interval, blocked_until)."""
+        row = conn.execute(Q["limit_take_front"], {"key": key}).fetchone()
+        if row is None or row["front"] is None:
+            return
+        gate = 0.0
+        if row["last_start"] is not None:
+            gate = row["last_start"] + row["min_interval"]
+        if row["blocked_until"] is not None:
+            gate = max(gate, row["blocked_until"])
+        conn.execute(Q["limit_front_due"], {"id": row["front"], "gate": gate, "now": now})
+
+    def _retime(self, conn: sqlite3.Connection, key: str, now: float) -> None:
+        """Settings or block of ``key`` changed: its front goes back and is chosen again."""
+        conn.execute(Q["limit_demote_front"], {"key": key})
+        self._reconcile(conn, key, now)
+
+    def _settle(self, conn: sqlite3.Connection, touched: _Touched, now: float) -> None:
+        """End of a write: reconcile the touched keys, then finish each touched crawl with
+        nothing outstanding, scheduling its ``on_finish`` in this transaction."""
+        while touched.keys or touched.crawls:
+            keys, touched.keys = sorted(touched.keys), set()
+            for key in keys:
+                self._reconcile(conn, key, now)
+            crawls, touched.crawls = sorted(touched.crawls), set()
+            for crawl_id in crawls:
+                self._finish_crawl(conn, crawl_id, now, touched)
+
+    def _finish_crawl(
+        self, conn: sqlite3.Connection, crawl_id: int, now: float, touched: _Touched
+    ) -> None:
+        row = conn.execute(Q["crawl_finish"], {"id": crawl_id, "now": now}).fetchone()
+        if row is None or row["on_finish"] is None:
+            return
+        result = self._schedule_one(conn, _on_finish_spec(row["on_finish"]), now, touched)
+        if result is not None and result.job_id:
+            conn.execute(Q["crawl_set_on_finish_job"], {"id": crawl_id, "job_id": result.job_id})
 
     # -- claiming and leases ---------------------------------------------------------
 
@@ -327,23 +542,38 @@ class SQLiteStore:
         )
 
     def _claim(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> list[Job]:
+        """Claim rounds: a round that claimed a limit key's front reconciles its key, and
+        while room remains looks again (the key's next front may be due now)."""
+        jobs: list[Job] = []
+        while len(jobs) < params.limit:
+            claimed = self._claim_round(conn, params, params.limit - len(jobs), now)
+            jobs.extend(claimed)
+            keys = sorted({j.limit_key for j in claimed if j.limit_key is not None})
+            if not keys:
+                break
+            for key in keys:
+                self._reconcile(conn, key, now)
+        jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
+        return jobs
+
+    def _claim_round(
+        self, conn: sqlite3.Connection, params: ClaimParams, limit: int, now: float
+    ) -> list[Job]:
         candidates: list[tuple[int, float, int]] = []
         for queue in dict.fromkeys(params.queues):
             conn.execute(Q["job_promote_due"], {"queue": queue, "now": now})
             found = conn.execute(
-                Q["job_claim_candidates"], {"queue": queue, "now": now, "limit": params.limit}
+                Q["job_claim_candidates"], {"queue": queue, "now": now, "limit": limit}
             )
             candidates.extend((-r["priority"], r["run_at"], r["id"]) for r in found)
         if not candidates:
             return []
-        picked = sorted(candidates)[: params.limit]
+        picked = sorted(candidates)[:limit]
         rows = conn.execute(
             Q["job_claim_ids"],
             {"ids": _dumps([c[2] for c in picked]), "worker_id": params.worker_id, "now": now},
         ).fetchall()
-        jobs = [_job_from_row(r) for r in rows]
-        jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
-        return jobs
+        return [_job_from_row(r) for r in rows]
 
     def _per_item(self, operation: str, query: str, items: Sequence[dict[str, Any]]) -> list[bool]:
         def work(conn: sqlite3.Connection) -> list[bool]:
@@ -364,7 +594,18 @@ class SQLiteStore:
             {"id": r.lease.job_id, "token": r.lease.token, "delay": r.delay, "now": t}
             for r in releases
         ]
-        return self._per_item("releasing jobs", "job_release", items)
+
+        def work(conn: sqlite3.Connection) -> list[bool]:
+            touched = _Touched()
+            applied = []
+            for item in items:
+                rows = conn.execute(Q["job_release"], item).fetchall()
+                touched.note(rows, crawls=False)  # released jobs stay outstanding
+                applied.append(bool(rows))
+            self._settle(conn, touched, t)
+            return applied
+
+        return self._write("releasing jobs", work) if items else []
 
     def _ending(
         self,
@@ -375,18 +616,22 @@ class SQLiteStore:
         children: Sequence[Sequence[JobSpec]] = (),
     ) -> list[bool]:
         """Apply a state change that may end jobs, then spawn their remembered requests
-        and (for completions) their children."""
+        and (for completions) their children (dropped when their crawl is closed), then
+        settle keys and crawls."""
 
         def work(conn: sqlite3.Connection) -> list[bool]:
+            touched = _Touched()
             applied: list[bool] = []
             for i, item in enumerate(items):
                 rows = conn.execute(Q[query], item).fetchall()
                 applied.append(bool(rows))
-                ended = [r for r in rows if query == "job_complete" or r["state"] == "dead"]
-                self._spawn_followups(conn, ended, now)
+                touched.note(rows)
+                ended = [r for r in rows if r["state"] in ("done", "dead")]
+                self._spawn_followups(conn, ended, now, touched)
                 if rows and children:
                     for spec in children[i]:
-                        self._schedule_one(conn, spec, now)
+                        self._schedule_one(conn, spec, now, touched, drop_closed=True)
+            self._settle(conn, touched, now)
             return applied
 
         return self._write(operation, work) if items else []
@@ -436,17 +681,23 @@ class SQLiteStore:
         self, conn: sqlite3.Connection, rows: list[sqlite3.Row], now: float
     ) -> list[JobId]:
         """The bookkeeping of running jobs taken back from their worker (expired lease,
-        worker declared dead): the ones that died spawn their remembered requests. The
-        counters follow by trigger. Returns their ids, sorted."""
-        self._spawn_followups(conn, [r for r in rows if r["state"] == "dead"], now)
+        worker declared dead): the ones that died spawn their remembered requests, then
+        keys and crawls settle. The counters follow by trigger. Returns their ids, sorted."""
+        touched = _Touched()
+        touched.note(rows)
+        self._spawn_followups(conn, [r for r in rows if r["state"] == "dead"], now, touched)
+        self._settle(conn, touched, now)
         return sorted(int(r["id"]) for r in rows)
 
     def job_cancel(self, ids: Sequence[JobId], *, now: Timestamp | None = None) -> list[JobId]:
         t = self._now(now)
 
         def work(conn: sqlite3.Connection) -> list[JobId]:
-            cursor = conn.execute(Q["job_cancel"], {"ids": _dumps(list(ids)), "now": t})
-            return sorted(int(r[0]) for r in cursor.fetchall())
+            rows = conn.execute(Q["job_cancel"], {"ids": _dumps(list(ids)), "now": t}).fetchall()
+            touched = _Touched()
+            touched.note(rows)
+            self._settle(conn, touched, t)
+            return sorted(int(r["id"]) for r in rows)
 
         return self._write("cancelling jobs", work) if ids else []
 
@@ -483,12 +734,20 @@ class SQLiteStore:
         params["state"] = _dumps(["dead"])
 
         def work(conn: sqlite3.Connection) -> list[JobId]:
-            ids = [r["id"] for r in conn.execute(Q["job_list"], params).fetchall()]
-            requeued = [
-                int(i)
-                for i in ids
-                if conn.execute(Q["job_requeue"], {"id": i, "now": t}).fetchall()
-            ]
+            touched = _Touched()
+            requeued: list[JobId] = []
+            for row in conn.execute(Q["job_list"], params).fetchall():
+                if row["limit_key"] is not None:  # its record may have been pruned
+                    crawl = None
+                    if row["crawl_id"] is not None:
+                        crawl = conn.execute(Q["crawl_get"], {"id": row["crawl_id"]}).fetchone()
+                    limits = None if crawl is None else crawl["limits"]
+                    self._ensure_key(conn, row["limit_key"], row["queue"], limits)
+                done = conn.execute(Q["job_requeue"], {"id": row["id"], "now": t}).fetchall()
+                if done:
+                    touched.note(done, crawls=False)
+                    requeued.append(int(row["id"]))
+            self._settle(conn, touched, t)
             return requeued
 
         return self._write("requeueing dead jobs", work)
@@ -506,9 +765,11 @@ class SQLiteStore:
         return self._write("purging jobs", work)
 
     def job_prune(self, *, retention: float, now: Timestamp | None = None) -> int:
-        before = self._now(now) - retention
+        t = self._now(now)
+        before = t - retention
 
         def work(conn: sqlite3.Connection) -> int:
+            conn.execute(Q["limit_prune"], {"now": t})  # key records that say nothing
             queues = {r["queue"] for r in conn.execute(Q["queue_counts"])}
             return sum(
                 conn.execute(
@@ -584,6 +845,8 @@ class SQLiteStore:
             done=counts.get("done", 0),
             dead=counts.get("dead", 0),
             cancelled=counts.get("cancelled", 0),
+            waiting=counts.get("waiting", 0),
+            held=counts.get("held", 0),
             oldest_due_age=now - min(oldest) if oldest else None,
             done_last_minute=done_recent,
         )
@@ -667,3 +930,177 @@ class SQLiteStore:
             "acquiring a maintenance lease",
             lambda c: c.execute(Q["maintenance_acquire"], params).fetchone() is not None,
         )
+
+    # -- crawls and seen sets --------------------------------------------------------
+
+    def crawl_create(
+        self, spec: CrawlSpec, start: Sequence[JobSpec], *, now: Timestamp | None = None
+    ) -> CrawlInfo:
+        t = self._now(now)
+
+        def work(conn: sqlite3.Connection) -> CrawlInfo:
+            params = {
+                "name": spec.name,
+                "meta": _dumps(spec.meta),
+                "limits": limits_json(spec.limits),
+                "now": t,
+            }
+            crawl_id = int(conn.execute(Q["crawl_insert"], params).fetchone()[0])
+            if spec.on_finish is not None:
+                on_finish = _on_finish_json(spec.on_finish, crawl_id)
+                conn.execute(Q["crawl_set_on_finish"], {"id": crawl_id, "on_finish": on_finish})
+            touched = _Touched(crawls={crawl_id})  # finishes at once if nothing is left
+            for job in start:
+                self._schedule_one(conn, _with_crawl(job, crawl_id), t, touched)
+            self._settle(conn, touched, t)
+            return _crawl_from_row(conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone())
+
+        return self._write("creating a crawl", work)
+
+    def crawl_get(self, crawl_id: int) -> CrawlInfo | None:
+        row = self._read(
+            "reading a crawl", lambda c: c.execute(Q["crawl_get"], {"id": crawl_id}).fetchone()
+        )
+        return None if row is None else _crawl_from_row(row)
+
+    def crawl_list(
+        self, *, state: CrawlState | None = None, limit: int | None = None, after_id: int = 0
+    ) -> list[CrawlInfo]:
+        params = {
+            "after_id": after_id,
+            "state": None if state is None else state.value,
+            "limit": -1 if limit is None else limit,
+        }
+        rows = self._read("listing crawls", lambda c: c.execute(Q["crawl_list"], params).fetchall())
+        return [_crawl_from_row(r) for r in rows]
+
+    def _crawl_transition(
+        self,
+        operation: str,
+        crawl_id: int,
+        from_states: Sequence[str],
+        to_state: str,
+        jobs_query: str,
+        now: Timestamp | None,
+    ) -> bool:
+        """Move an open crawl from ``from_states`` to ``to_state`` and its pending jobs
+        with ``jobs_query``, then reconcile their keys; False, changing nothing, if the
+        crawl was in none of ``from_states``."""
+        t = self._now(now)
+
+        def work(conn: sqlite3.Connection) -> bool:
+            params = {
+                "id": crawl_id,
+                "state": to_state,
+                "from_states": _dumps(list(from_states)),
+                "now": t,
+            }
+            if conn.execute(Q["crawl_set_state"], params).fetchone() is None:
+                return False
+            touched = _Touched()
+            rows = conn.execute(Q[jobs_query], {"id": crawl_id, "now": t}).fetchall()
+            touched.keys.update(r["limit_key"] for r in rows if r["limit_key"] is not None)
+            self._settle(conn, touched, t)
+            return True
+
+        return self._write(operation, work)
+
+    def crawl_pause(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
+        return self._crawl_transition(
+            "pausing a crawl", crawl_id, ["running"], "paused", "crawl_hold_jobs", now
+        )
+
+    def crawl_resume(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
+        return self._crawl_transition(
+            "resuming a crawl", crawl_id, ["paused"], "running", "crawl_unhold_jobs", now
+        )
+
+    def crawl_cancel(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
+        return self._crawl_transition(
+            "cancelling a crawl",
+            crawl_id,
+            ["running", "paused"],
+            "cancelled",
+            "crawl_cancel_jobs",
+            now,
+        )
+
+    def seen_add(
+        self, crawl_id: int, fingerprints: Sequence[bytes], *, now: Timestamp | None = None
+    ) -> list[bool]:
+        for fp in fingerprints:
+            check_fingerprint(fp)
+
+        def work(conn: sqlite3.Connection) -> list[bool]:
+            if conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone() is None:
+                raise CrawlNotFound(f"crawl {crawl_id} does not exist")
+            query = Q["seen_insert"]
+            return [
+                conn.execute(query, {"crawl_id": crawl_id, "fp": fp}).fetchone() is not None
+                for fp in fingerprints
+            ]
+
+        return self._write("adding to a seen set", work)
+
+    # -- limits ------------------------------------------------------------------------
+
+    def limit_set(self, key: str, limits: Limits, *, now: Timestamp | None = None) -> None:
+        t = self._now(now)
+        params = {
+            "key": key,
+            "max_running": limits.max_running,
+            "min_interval": limits.min_interval,
+        }
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute(Q["limit_set"], params)
+            self._retime(conn, key, t)
+
+        self._write("setting limits", work)
+
+    def limit_set_default(
+        self, queue: str, limits: Limits | None, *, now: Timestamp | None = None
+    ) -> None:
+        def work(conn: sqlite3.Connection) -> None:
+            if limits is None:
+                conn.execute(Q["limit_default_delete"], {"queue": queue})
+            else:
+                conn.execute(
+                    Q["limit_default_set"],
+                    {
+                        "queue": queue,
+                        "max_running": limits.max_running,
+                        "min_interval": limits.min_interval,
+                    },
+                )
+
+        self._write("setting default limits", work)
+
+    def limit_block(self, key: str, until: Timestamp, *, now: Timestamp | None = None) -> None:
+        t = self._now(now)
+
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute(Q["limit_block"], {"key": key, "until": until})
+            self._retime(conn, key, t)
+
+        self._write("blocking a limit key", work)
+
+    def limit_get(
+        self, keys: Sequence[str], *, now: Timestamp | None = None
+    ) -> list[KeyLimit | None]:
+        def work(conn: sqlite3.Connection) -> list[KeyLimit | None]:
+            rows = [conn.execute(Q["limit_get"], {"key": k}).fetchone() for k in keys]
+            return [None if r is None else _key_limit_from_row(r) for r in rows]
+
+        return self._read("reading limit keys", work)
+
+    def limit_list(self, *, limit: int = 100, after: str = "") -> list[KeyLimit]:
+        params = {"after": after, "limit": limit}
+        rows = self._read(
+            "listing limit keys", lambda c: c.execute(Q["limit_list"], params).fetchall()
+        )
+        return [_key_limit_from_row(r) for r in rows]
+
+
+def _with_crawl(spec: JobSpec, crawl_id: int) -> JobSpec:
+    return dataclasses.replace(spec, crawl=crawl_id)

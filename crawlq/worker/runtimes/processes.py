@@ -62,9 +62,16 @@ def job_from_wire(data: bytes) -> Job:
     return Job(**fields)
 
 
+def _spec_to_wire(spec: JobSpec) -> dict[str, Any]:
+    fields = asdict(spec)
+    if spec.fingerprint is not None:
+        fields["fingerprint"] = spec.fingerprint.hex()  # JSON has no bytes
+    return fields
+
+
 def outcome_to_wire(outcome: Outcome) -> bytes:
     if isinstance(outcome, Completion):
-        children = [asdict(spec) for spec in outcome.children]
+        children = [_spec_to_wire(spec) for spec in outcome.children]
         body: dict[str, Any] = {"kind": "complete", "result": outcome.result, "children": children}
     elif isinstance(outcome, Failure):
         body = {"kind": "fail", "error": outcome.error, "retry_delay": outcome.retry_delay}
@@ -80,6 +87,8 @@ def outcome_from_wire(job: Job, data: bytes) -> Outcome:
         children = []
         for fields in body["children"]:
             fields["on_conflict"] = ConflictPolicy(fields["on_conflict"])
+            if fields.get("fingerprint") is not None:
+                fields["fingerprint"] = bytes.fromhex(fields["fingerprint"])
             children.append(JobSpec(**fields))
         return Completion(lease=job.lease, result=body["result"], children=tuple(children))
     if body["kind"] == "fail":

@@ -6,6 +6,8 @@
 -- Returns: the ids cancelled, in id order.
 -- Touches: {p}:job:{id}, {p}:followup:{id}, {p}:running, {p}:wjobs:{worker},
 --          {p}:q:{queue}:cancelled, :counts, :keys, :prios, :p:{priority}
+--          crawls: {p}:crawl:{crawl}, {p}:cpend:{crawl}; limits: {p}:limit:{lkey},
+--          {p}:lwait:{lkey} (a finished crawl schedules its on_finish)
 
 local now = clock(ARGV[2])
 local ids, seen = {}, {}
@@ -24,5 +26,5 @@ for _, id in ipairs(ids) do
     cancelled[#cancelled + 1] = id
   end
 end
-commit()
+commit(now)
 return cancelled

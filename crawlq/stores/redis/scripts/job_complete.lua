@@ -1,7 +1,9 @@
 -- job_complete.lua: mark leased jobs done and schedule their children, atomically.
 --
 -- A stale lease changes nothing and schedules none of its children. A job that ends
--- turns its remembered request (if any) into a pending job before its children.
+-- turns its remembered request (if any) into a pending job before its children. A child
+-- or follow-up whose crawl is closed (or unknown) is dropped; the completion still
+-- counts. Each crawl whose last job ended here finishes at commit (on_finish scheduled).
 --
 -- KEYS:    none; names are built from the prefix (keys.py)
 -- ARGV:    prefix, now, completions (a JSON list of [id, token, result as JSON text,
@@ -10,6 +12,8 @@
 -- Touches: {p}:job:{id}, {p}:followup:{id}, {p}:running, {p}:wjobs:{worker},
 --          {p}:q:{queue}:done, :counts, :keys, and everything job_schedule.lua touches
 --          (followups, children)
+--          crawls: {p}:crawl:{crawl}, {p}:cpend:{crawl}; limits: {p}:limit:{lkey},
+--          {p}:lwait:{lkey} (a finished crawl schedules its on_finish)
 
 local now = clock(ARGV[2])
 local completions = cjson.decode(ARGV[3])
@@ -27,5 +31,5 @@ for n, c in ipairs(completions) do
   end
   answers[n] = job and 1 or 0
 end
-commit()
+commit(now)
 return answers

@@ -6,6 +6,8 @@
 -- Returns: the ids returned, in id order.
 -- Touches: {p}:running, {p}:wjobs:{worker}, {p}:job:{id}, {p}:followup:{id}, {p}:q:{queue}:dead, :counts,
 --          :keys, :prios, :p:{priority}, and job_schedule.lua's keys (followups)
+--          crawls: {p}:crawl:{crawl}, {p}:cpend:{crawl}; limits: {p}:limit:{lkey},
+--          {p}:lwait:{lkey} (a finished crawl schedules its on_finish)
 
 local now = clock(ARGV[2])
 local expired = redis.call('ZRANGEBYSCORE', K.running(), '-inf', '(' .. fmt(now))
@@ -14,5 +16,5 @@ local message = 'lease expired: the worker holding it stopped heartbeating'
 for _, id in ipairs(expired) do
   take_back(load(id), now, message, 'lease_expired')
 end
-commit()
+commit(now)
 return expired

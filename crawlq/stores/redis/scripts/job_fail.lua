@@ -7,6 +7,8 @@
 -- Touches: {p}:job:{id}, {p}:followup:{id}, {p}:running, {p}:wjobs:{worker},
 --          {p}:q:{queue}:dead, :counts, :keys, :prios, :p:{priority}, and
 --          job_schedule.lua's keys (followups)
+--          crawls: {p}:crawl:{crawl}, {p}:cpend:{crawl}; limits: {p}:limit:{lkey},
+--          {p}:lwait:{lkey} (a finished crawl schedules its on_finish)
 
 local now = clock(ARGV[2])
 local answers = {}
@@ -20,5 +22,5 @@ for i = 3, #ARGV, 5 do
   end
   answers[#answers + 1] = job and 1 or 0
 end
-commit()
+commit(now)
 return answers

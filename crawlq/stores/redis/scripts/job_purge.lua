@@ -15,5 +15,5 @@ local cursor, done, matched = scan(read_filter(3), function(id)
   count(job.queue, job.state, -1)
   deleted = deleted + 1
 end)
-commit()
+commit(nil)
 return {cursor, done, matched, deleted}

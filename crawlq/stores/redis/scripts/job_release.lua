@@ -5,6 +5,8 @@
 -- Returns: 1 per release applied, 0 per stale lease, in order.
 -- Touches: {p}:job:{id}, {p}:running, {p}:wjobs:{worker}, {p}:q:{queue}:counts,
 --          :prios, :p:{priority}
+--          crawls: {p}:crawl:{crawl}, {p}:cpend:{crawl}; limits: {p}:limit:{lkey},
+--          {p}:lwait:{lkey} (a finished crawl schedules its on_finish)
 
 local now = clock(ARGV[2])
 local answers = {}
@@ -21,5 +23,5 @@ for i = 3, #ARGV, 3 do
   end
   answers[#answers + 1] = job and 1 or 0
 end
-commit()
+commit(now)
 return answers

@@ -96,21 +96,6 @@ local function count(queue, state, delta)
   per_queue[state] = (per_queue[state] or 0) + delta
 end
 
--- Every script that changes jobs ends with commit(): it writes the count changes and
--- publishes one wake-up per queue that got a pending job, saying when it is due.
-local function commit()
-  for queue, per_queue in pairs(COUNTS) do
-    for state, delta in pairs(per_queue) do
-      if delta ~= 0 then
-        redis.call('HINCRBY', K.counts(queue), state, delta)
-      end
-    end
-  end
-  for queue, run_at in pairs(WAKE) do
-    redis.call('PUBLISH', K.wake(queue), fmt(run_at))
-  end
-end
-
 local function move_count(queue, from, to)
   count(queue, from, -1)
   count(queue, to, 1)
@@ -187,7 +172,7 @@ end
 local function load(id)
   local v = redis.call('HMGET', K.job(id), 'queue', 'state', 'priority', 'key',
     'lease_token', 'lease_seconds', 'attempts', 'max_attempts', 'run_at', 'has_followup',
-    'worker_id')
+    'worker_id', 'crawl_id', 'limit_key', 'sub', 'own_run_at')
   if not v[1] then
     return nil
   end
@@ -195,7 +180,8 @@ local function load(id)
     id = id, queue = v[1], state = v[2], priority = v[3], key = v[4] or nil,
     token = v[5] or nil, lease_seconds = tonumber(v[6]), attempts = tonumber(v[7]),
     max_attempts = tonumber(v[8]), run_at = tonumber(v[9]), has_followup = v[10] and true,
-    worker = v[11] or nil,
+    worker = v[11] or nil, crawl = v[12] or nil, lkey = v[13] or nil, sub = v[14] or nil,
+    own_run_at = v[15] or nil,
   }
 end
 
@@ -213,15 +199,241 @@ local function job_reply(id)
   return {id, redis.call('HGETALL', K.job(id))}
 end
 
+-- -- crawls: states and counters ------------------------------------------------------
+
+local CRAWL_STATE = {}  -- crawl id -> state, as read or set by this script
+local CRAWL_DELTA = {}  -- crawl id -> {counter -> change}, written by commit()
+local CRAWL_TOUCHED = {}  -- crawl ids whose pending + running went down, in order
+local TOUCHED_SEEN = {}
+
+-- The crawl's state, or nil if there is no such crawl.
+local function crawl_state(crawl)
+  local state = CRAWL_STATE[crawl]
+  if state == nil then
+    state = redis.call('HGET', K.crawl(crawl), 'state') or false
+    CRAWL_STATE[crawl] = state
+  end
+  return state or nil
+end
+
+local function crawl_open(crawl)
+  local state = crawl_state(crawl)
+  return state == 'running' or state == 'paused'
+end
+
+local function set_crawl_state(crawl, state, fields)
+  redis.call('HSET', K.crawl(crawl), 'state', state, unpack(fields or {}))
+  CRAWL_STATE[crawl] = state
+end
+
+local function crawl_count(crawl, counter, delta)
+  local per_crawl = CRAWL_DELTA[crawl]
+  if per_crawl == nil then
+    per_crawl = {}
+    CRAWL_DELTA[crawl] = per_crawl
+  end
+  per_crawl[counter] = (per_crawl[counter] or 0) + delta
+end
+
+local FINAL = {done = true, dead = true, cancelled = true}
+
+-- A job moves from one public state to another: its queue's and its crawl's counts.
+local function move(job, from, to)
+  count(job.queue, from, -1)
+  count(job.queue, to, 1)
+  local crawl = job.crawl
+  if crawl then
+    crawl_count(crawl, from, -1)
+    crawl_count(crawl, to, 1)
+    if FINAL[to] and not TOUCHED_SEEN[crawl] then
+      TOUCHED_SEEN[crawl] = true
+      CRAWL_TOUCHED[#CRAWL_TOUCHED + 1] = crawl
+    end
+  end
+end
+
+-- -- limits: key records, waiting zsets, fronts (crawlq.limits) --------------------------
+
+-- Lexicographic order of the hex digits = numeric order of the float (IEEE 754 bits,
+-- sign bit flipped for positives, all bits flipped for negatives).
+local function time_code(t)
+  local b = {string.byte(struct.pack('>d', t), 1, 8)}
+  if b[1] >= 128 then
+    for i = 1, 8 do
+      b[i] = 255 - b[i]
+    end
+  else
+    b[1] = b[1] + 128
+  end
+  return string.format('%02x%02x%02x%02x%02x%02x%02x%02x', unpack(b))
+end
+
+local function waiting_member(run_at, id)
+  return time_code(run_at) .. member(id)
+end
+
+local function waiting_member_id(m)
+  return string.sub(m, 18)
+end
+
+-- A pending keyed job waits behind its key's front.
+local function to_waiting(job)
+  redis.call('HSET', K.job(job.id), 'sub', 'waiting')
+  redis.call('ZADD', K.limit_waiting(job.lkey), fmt(-tonumber(job.priority)),
+    waiting_member(job.run_at, job.id))
+  count(job.queue, 'waiting', 1)
+end
+
+-- If the key has no front and room to start a job, its best waiting job (priority desc,
+-- run_at, id) becomes the front: in the claim index at its gated run_at.
+local function reconcile(lkey)
+  local rk = K.limit(lkey)
+  local r = redis.call('HMGET', rk, 'front', 'max_running', 'running', 'min_interval',
+    'last_start', 'blocked_until')
+  if r[1] then
+    return
+  end
+  local cap = tonumber(r[2])
+  if cap and (tonumber(r[3]) or 0) >= cap then
+    return
+  end
+  local wk = K.limit_waiting(lkey)
+  local best = redis.call('ZRANGE', wk, 0, 0)[1]
+  if best == nil then
+    return
+  end
+  redis.call('ZREM', wk, best)
+  local id = waiting_member_id(best)
+  local v = redis.call('HMGET', K.job(id), 'queue', 'priority', 'run_at')
+  local run_at = tonumber(v[3])
+  local gate = run_at
+  if r[5] then
+    gate = math.max(gate, tonumber(r[5]) + (tonumber(r[4]) or 0))
+  end
+  if r[6] then
+    gate = math.max(gate, tonumber(r[6]))
+  end
+  if gate > run_at then
+    redis.call('HSET', K.job(id), 'run_at', fmt(gate), 'own_run_at', v[3])
+  end
+  redis.call('HDEL', K.job(id), 'sub')
+  count(v[1], 'waiting', -1)
+  redis.call('HSET', rk, 'front', id)
+  pending_add(v[1], v[2], gate, id)
+end
+
+-- The settings of a key that has none yet (no record, or one made by limit_block): the
+-- crawl's limits, else the queue default, else none. Then one more pending job.
+local function key_enter(lkey, crawl, queue)
+  local rk = K.limit(lkey)
+  local source = redis.call('HGET', rk, 'source')
+  if not source or source == 'none' then
+    local limits = crawl and redis.call('HGET', K.crawl(crawl), 'limits')
+    if not limits then
+      limits = redis.call('HGET', K.limit_defaults(), queue)
+    end
+    local cap, interval = nil, 0
+    if limits then
+      local l = cjson.decode(limits)
+      cap, interval = null(l.max_running), l.min_interval
+    end
+    redis.call('HSET', rk, 'source', 'default', 'min_interval', fmt(interval))
+    if cap then
+      redis.call('HSET', rk, 'max_running', fmt_int(cap))
+    else
+      redis.call('HDEL', rk, 'max_running')
+    end
+    if not source then
+      redis.call('ZADD', K.limit_keys(), 0, lkey)
+    end
+  end
+  redis.call('HINCRBY', rk, 'pending', 1)
+end
+
+-- -- pending jobs: where they wait ---------------------------------------------------
+
+-- A pending job (its hash written, run_at its own) takes its place: held in a paused
+-- crawl, waiting behind its limit key (then the key is reconciled), else the index.
+local function place(job)
+  if job.crawl and crawl_state(job.crawl) == 'paused' then
+    redis.call('HSET', K.job(job.id), 'sub', 'held')
+    count(job.queue, 'held', 1)
+  elseif job.lkey then
+    to_waiting(job)
+    reconcile(job.lkey)
+  else
+    pending_add(job.queue, job.priority, job.run_at, job.id)
+  end
+end
+
+-- Take a pending job out of its place. A front stops being front (without reconciling
+-- its key) and gets its own run_at back. Returns true if it was a front.
+local function unplace(job)
+  local key = K.job(job.id)
+  if job.sub == 'held' then
+    redis.call('HDEL', key, 'sub')
+    count(job.queue, 'held', -1)
+  elseif job.sub == 'waiting' then
+    redis.call('ZREM', K.limit_waiting(job.lkey), waiting_member(job.run_at, job.id))
+    redis.call('HDEL', key, 'sub')
+    count(job.queue, 'waiting', -1)
+  else
+    pending_remove(job.queue, job.priority, job.id)
+    if job.lkey then
+      redis.call('HDEL', K.limit(job.lkey), 'front')
+      if job.own_run_at then
+        redis.call('HSET', key, 'run_at', job.own_run_at)
+        redis.call('HDEL', key, 'own_run_at')
+        job.run_at = tonumber(job.own_run_at)
+        job.own_run_at = nil
+      end
+      return true
+    end
+  end
+  job.sub = nil
+  return false
+end
+
+-- A job becomes pending (new, retried, requeued): its crawl's and key's pending sets.
+local function enter_pending(job)
+  if job.crawl then
+    redis.call('SADD', K.crawl_pending(job.crawl), job.id)
+  end
+  if job.lkey then
+    key_enter(job.lkey, job.crawl, job.queue)
+  end
+end
+
+local function exit_pending(job)
+  if job.crawl then
+    redis.call('SREM', K.crawl_pending(job.crawl), job.id)
+  end
+  if job.lkey then
+    redis.call('HINCRBY', K.limit(job.lkey), 'pending', -1)
+  end
+end
+
+-- A key's front is timed again (settings or block changed): back to waiting, then the
+-- key is reconciled (the same job again, unless the key is now at its cap).
+local function retime(lkey)
+  local front = redis.call('HGET', K.limit(lkey), 'front')
+  if front then
+    local job = load(front)
+    unplace(job)
+    to_waiting(job)
+  end
+  reconcile(lkey)
+end
+
 -- -- requests: what a schedule asks for (crawlq.stores.conflict.Request) -------------
 
 local function request_from_hash(key)
   local v = redis.call('HMGET', key, 'task', 'args', 'kwargs', 'sig', 'priority', 'run_at',
-    'max_attempts', 'lease_seconds', 'timeout')
+    'max_attempts', 'lease_seconds', 'timeout', 'crawl_id', 'limit_key')
   return {
     task = v[1], args = v[2], kwargs = v[3], sig = v[4] or nil, priority = v[5],
     run_at = tonumber(v[6]), max_attempts = v[7], lease_seconds = tonumber(v[8]),
-    timeout = v[9] and tonumber(v[9]) or nil,
+    timeout = v[9] and tonumber(v[9]) or nil, crawl = v[10] or nil, lkey = v[11] or nil,
   }
 end
 
@@ -244,6 +456,12 @@ local function request_fields(req, out)
   if req.timeout then
     put('timeout', fmt(req.timeout))
   end
+  if req.crawl then
+    put('crawl_id', req.crawl)
+  end
+  if req.lkey then
+    put('limit_key', req.lkey)
+  end
   return f
 end
 
@@ -256,7 +474,8 @@ end
 
 -- Python's Request equality, `a` being the merged request and `b` the stored one: `sig`
 -- stands for the arguments as stored, `cmp` (only on an incoming request, when it
--- differs) for the arguments as the request gave them.
+-- differs) for the arguments as the request gave them. Crawl and limit key always come
+-- from the stored request.
 local function same_request(a, b)
   return a.task == b.task and (a.cmp or a.sig) == b.sig
     and tonumber(a.priority) == tonumber(b.priority) and a.run_at == b.run_at
@@ -264,17 +483,19 @@ local function same_request(a, b)
     and a.lease_seconds == b.lease_seconds and a.timeout == b.timeout
 end
 
--- crawlq.stores.conflict.merge: what the live request becomes; nil when unchanged.
+-- crawlq.stores.conflict.merge: what the live request becomes; nil when unchanged. It
+-- keeps the stored request's crawl and limit key whatever the policy.
 local function merge(existing, incoming, policy)
   if policy == 'keep' then
     return nil
   end
-  local merged = incoming
+  local merged = {}
+  local base = policy == 'earliest' and existing or incoming
+  for k, v in pairs(base) do
+    merged[k] = v
+  end
+  merged.crawl, merged.lkey = existing.crawl, existing.lkey
   if policy == 'earliest' then
-    merged = {}
-    for k, v in pairs(existing) do
-      merged[k] = v
-    end
     if incoming.run_at < existing.run_at then
       merged.run_at = incoming.run_at
     end
@@ -288,17 +509,25 @@ local function merge(existing, incoming, policy)
   return merged
 end
 
+local function from_hex(s)
+  return (string.gsub(s, '..', function(h) return string.char(tonumber(h, 16)) end))
+end
+
 -- A spec as the store encodes it (store.py _spec_row): a JSON array of queue, task,
 -- args, kwargs, key, sig, priority, run_at, delay, max_attempts, lease_seconds,
--- timeout, on_conflict, cmp; null for None.
+-- timeout, on_conflict, cmp, crawl, limit_key, fingerprint (hex); null for None.
 local function spec_from(s, now)
   local run_at = null(s[8])
+  local crawl = null(s[15])
+  local fp = null(s[17])
   local req = {
     task = s[2], args = s[3], kwargs = s[4], sig = null(s[6]), priority = fmt_int(s[7]),
     run_at = run_at or (now + s[9]), max_attempts = fmt_int(s[10]),
     lease_seconds = s[11], timeout = null(s[12]), cmp = null(s[14]),
+    crawl = crawl and fmt_int(crawl), lkey = null(s[16]),
   }
-  return {queue = s[1], key = null(s[5]), policy = s[13], request = req}
+  return {queue = s[1], key = null(s[5]), policy = s[13], request = req,
+    fp = fp and from_hex(fp)}
 end
 
 local function specs_from(list, now)
@@ -309,9 +538,25 @@ local function specs_from(list, now)
   return specs
 end
 
+-- The first spec whose crawl takes no jobs: {'crawl_not_found' or 'crawl_closed',
+-- crawl, state}; nil when every crawl is open. Checked before a script's first write.
+local function closed_crawl(specs)
+  for _, spec in ipairs(specs) do
+    local crawl = spec.request.crawl
+    if crawl and not crawl_open(crawl) then
+      local state = crawl_state(crawl)
+      if state == nil then
+        return {'crawl_not_found', crawl, ''}
+      end
+      return {'crawl_closed', crawl, state}
+    end
+  end
+  return nil
+end
+
 -- -- scheduling ----------------------------------------------------------------------
 
--- A new pending job. The caller made sure the key (if any) is free.
+-- A new pending job. The caller made sure the key (if any) is free and the crawl open.
 local QUEUES = {}  -- queues already added to {p}:queues by this script
 
 local function insert(queue, key, req, now)
@@ -328,9 +573,19 @@ local function insert(queue, key, req, now)
     QUEUES[queue] = true
   end
   count(queue, 'pending', 1)
-  pending_add(queue, req.priority, req.run_at, id)
   if key then
     redis.call('HSET', K.keys(queue), key, id)
+  end
+  if req.crawl or req.lkey then
+    local job = {id = id, queue = queue, priority = req.priority, run_at = req.run_at,
+      crawl = req.crawl, lkey = req.lkey}
+    if req.crawl then
+      crawl_count(req.crawl, 'pending', 1)
+    end
+    enter_pending(job)
+    place(job)
+  else
+    pending_add(queue, req.priority, req.run_at, id)
   end
   return id
 end
@@ -351,9 +606,22 @@ local function defer(id, incoming, policy)
   return id, 'deferred'
 end
 
--- One schedule request: returns the job id and the outcome.
+-- One schedule request: returns the job id and the outcome; nil when its crawl is
+-- closed (a child or follow-up is then dropped). A fingerprint already in the crawl's
+-- seen set writes nothing: 0, 'seen'.
 local function schedule(spec, now)
   local queue, key, incoming = spec.queue, spec.key, spec.request
+  if incoming.crawl then
+    if not crawl_open(incoming.crawl) then
+      return nil, nil
+    end
+    if spec.fp then
+      if redis.call('SADD', K.seen(incoming.crawl), spec.fp) == 0 then
+        return 0, 'seen'
+      end
+      crawl_count(incoming.crawl, 'seen', 1)
+    end
+  end
   local live = key and redis.call('HGET', K.keys(queue), key)
   if not live then
     return insert(queue, key, incoming, now), 'created'
@@ -361,29 +629,42 @@ local function schedule(spec, now)
   if redis.call('HGET', K.job(live), 'state') == 'running' then
     return defer(live, incoming, spec.policy)
   end
+  local job = load(live)
   local existing = request_from_hash(K.job(live))
+  if job.own_run_at then
+    existing.run_at = tonumber(job.own_run_at)  -- a front compares by its own run_at
+  end
   local merged = merge(existing, incoming, spec.policy)
   if merged == nil then
     return live, 'unchanged'
   end
-  pending_remove(queue, existing.priority, live)
+  local front = unplace(job)
   write_request(K.job(live), merged)
-  pending_add(queue, merged.priority, merged.run_at, live)
+  job.priority, job.run_at = merged.priority, merged.run_at
+  place(job)
+  if front then
+    reconcile(job.lkey)
+  end
   return live, 'updated'
 end
 
 -- -- leaving the running or pending state ----------------------------------------------
 
--- Every way out of running passes here: the job leaves {p}:running and the set of
--- running jobs of the worker that holds it.
+-- Every way out of running or pending passes here: a running job leaves {p}:running,
+-- its worker's set and its key's running count; a pending one leaves its place and the
+-- pending sets of its crawl and key. The caller reconciles the key afterwards.
 local function leave(job)
   if job.state == 'running' then
     redis.call('ZREM', K.running(), job.id)
     if job.worker then
       redis.call('SREM', K.worker_jobs(job.worker), job.id)
     end
+    if job.lkey then
+      redis.call('HINCRBY', K.limit(job.lkey), 'running', -1)
+    end
   else
-    pending_remove(job.queue, job.priority, job.id)
+    unplace(job)
+    exit_pending(job)
   end
 end
 
@@ -397,12 +678,22 @@ local function back_to_pending(job, run_at, fields)
   redis.call('HSET', K.job(job.id), unpack(f))
   redis.call('HDEL', K.job(job.id), 'lease_token', 'lease_expires_at', 'dead_reason',
     'finished_at')
-  move_count(job.queue, job.state, 'pending')
-  pending_add(job.queue, job.priority, run_at, job.id)
+  move(job, job.state, 'pending')
+  job.run_at = run_at
+  if job.crawl or job.lkey then
+    enter_pending(job)
+    place(job)
+    if job.lkey then
+      reconcile(job.lkey)
+    end
+  else
+    pending_add(job.queue, job.priority, run_at, job.id)
+  end
 end
 
 -- End a live job as done, dead or cancelled: frees its key, and (unless cancelled)
--- turns its remembered request into a new pending job.
+-- turns its remembered request into a new pending job, unless that request's crawl is
+-- closed by now.
 local function finish(job, state, now, fields)
   leave(job)
   local f = {'state', state, 'finished_at', fmt(now)}
@@ -411,7 +702,7 @@ local function finish(job, state, now, fields)
   end
   redis.call('HSET', K.job(job.id), unpack(f))
   redis.call('HDEL', K.job(job.id), 'lease_token', 'lease_expires_at', 'has_followup')
-  move_count(job.queue, job.state, state)
+  move(job, job.state, state)
   redis.call('ZADD', K.finished(job.queue, state), fmt(now), job.id)
   if job.key and redis.call('HGET', K.keys(job.queue), job.key) == job.id then
     redis.call('HDEL', K.keys(job.queue), job.key)
@@ -419,9 +710,15 @@ local function finish(job, state, now, fields)
   if job.has_followup then
     local followup = K.followup(job.id)
     if state ~= 'cancelled' then
-      insert(job.queue, job.key, request_from_hash(followup), now)
+      local req = request_from_hash(followup)
+      if not req.crawl or crawl_open(req.crawl) then
+        insert(job.queue, job.key, req, now)
+      end
     end
     redis.call('DEL', followup)
+  end
+  if job.lkey then
+    reconcile(job.lkey)
   end
 end
 
@@ -432,6 +729,54 @@ local function take_back(job, now, message, reason)
     back_to_pending(job, job.run_at, {'last_error', message})
   else
     finish(job, 'dead', now, {'last_error', message, 'dead_reason', reason})
+  end
+end
+
+-- -- the end of every script that changes jobs ----------------------------------------
+
+-- Finish each open crawl this script lowered to nothing pending or running: state
+-- finished, finished_at = now, and its on_finish spec scheduled (outside any crawl).
+local function finish_crawls(now)
+  for crawl, per_crawl in pairs(CRAWL_DELTA) do
+    for counter, delta in pairs(per_crawl) do
+      if delta ~= 0 then
+        redis.call('HINCRBY', K.crawl(crawl), counter, delta)
+      end
+    end
+  end
+  CRAWL_DELTA = {}
+  for _, crawl in ipairs(CRAWL_TOUCHED) do
+    local v = redis.call('HMGET', K.crawl(crawl), 'pending', 'running', 'on_finish')
+    if crawl_open(crawl) and tonumber(v[1]) == 0 and tonumber(v[2]) == 0 then
+      if now == nil then
+        now = clock('')
+      end
+      set_crawl_state(crawl, 'finished', {'finished_at', fmt(now)})
+      if v[3] then
+        local id = schedule(spec_from(cjson.decode(v[3]), now), now)
+        if id and id ~= 0 then
+          redis.call('HSET', K.crawl(crawl), 'on_finish_job', id)
+        end
+      end
+    end
+  end
+  CRAWL_TOUCHED = {}
+end
+
+-- Every script that changes jobs ends with commit(now): it writes the crawl counters
+-- (finishing crawls), then the count changes, and publishes one wake-up per queue that
+-- got a pending job, saying when it is due.
+local function commit(now)
+  finish_crawls(now)
+  for queue, per_queue in pairs(COUNTS) do
+    for state, delta in pairs(per_queue) do
+      if delta ~= 0 then
+        redis.call('HINCRBY', K.counts(queue), state, delta)
+      end
+    end
+  end
+  for queue, run_at in pairs(WAKE) do
+    redis.call('PUBLISH', K.wake(queue), fmt(run_at))
   end
 end
 

@@ -3,7 +3,8 @@
 -- KEYS:    none; names are built from the prefix (keys.py)
 -- ARGV:    prefix, now
 -- Returns: {now, {queue, pending, running, done, dead, cancelled, due, oldest_due_run_at
---          ('' if none), done_last_minute}...}; now and times as %.17g text.
+--          ('' if none), done_last_minute, waiting, held}...}; now and times as %.17g
+--          text. pending includes waiting and held; due counts the claim index only.
 -- Touches: {p}:queues, {p}:q:{queue}:counts, :prios, :p:{priority}, :done (read only)
 
 local now = clock(ARGV[2])
@@ -11,7 +12,7 @@ local due_until = fmt(now)
 local stats = {}
 for _, queue in ipairs(redis.call('SMEMBERS', K.queues())) do
   local n = redis.call('HMGET', K.counts(queue), 'pending', 'running', 'done', 'dead',
-    'cancelled')
+    'cancelled', 'waiting', 'held')
   local due, oldest = 0, nil
   each_level(queue, function(level)
     due = due + redis.call('ZCOUNT', level, '-inf', due_until)
@@ -26,6 +27,7 @@ for _, queue in ipairs(redis.call('SMEMBERS', K.queues())) do
   stats[#stats + 1] = {
     queue, tonumber(n[1]) or 0, tonumber(n[2]) or 0, tonumber(n[3]) or 0,
     tonumber(n[4]) or 0, tonumber(n[5]) or 0, due, oldest and fmt(oldest) or '', recent,
+    tonumber(n[6]) or 0, tonumber(n[7]) or 0,
   }
 end
 return {fmt(now), stats}

@@ -8,6 +8,8 @@
 -- Returns: the ids of the workers declared dead, sorted.
 -- Touches: {p}:workers:alive, {p}:workers:ended, {p}:w:{worker}, {p}:wjobs:{worker},
 --          and everything job_expire_leases.lua touches
+--          crawls: {p}:crawl:{crawl}, {p}:cpend:{crawl}; limits: {p}:limit:{lkey},
+--          {p}:lwait:{lkey} (a finished crawl schedules its on_finish)
 
 local now = clock(ARGV[2])
 local cutoff = now - tonumber(ARGV[3])
@@ -28,5 +30,5 @@ for _, worker in ipairs(dead) do
   end
   redis.call('DEL', K.worker_jobs(worker))
 end
-commit()
+commit(now)
 return dead

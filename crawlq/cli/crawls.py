@@ -1,0 +1,201 @@
+"""``crawlq crawls``, ``crawl-status``, ``crawl-pause``, ``crawl-resume``, ``crawl-cancel``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import click
+
+from crawlq.app import App
+from crawlq.cli.common import json_option, open_app, target_options
+from crawlq.cli.output import cell, console, human_age, iso_utc, print_json, table
+from crawlq.crawls import CrawlInfo, CrawlState
+from crawlq.types import Timestamp
+
+
+def crawl_to_dict(c: CrawlInfo) -> dict[str, object]:
+    return {
+        "id": c.id,
+        "name": c.name,
+        "state": c.state.value,
+        "meta": c.meta,
+        "pending": c.pending,
+        "running": c.running,
+        "done": c.done,
+        "dead": c.dead,
+        "cancelled": c.cancelled,
+        "seen": c.seen,
+        "created_at": iso_utc(c.created_at),
+        "finished_at": iso_utc(c.finished_at),
+        "on_finish_job": c.on_finish_job,
+        "limits": None
+        if c.limits is None
+        else {"max_running": c.limits.max_running, "min_interval": c.limits.min_interval},
+    }
+
+
+def progress(c: CrawlInfo) -> str:
+    """Ended jobs out of all the crawl has had so far (the total grows while it runs)."""
+    ended = c.done + c.dead + c.cancelled
+    total = ended + c.outstanding
+    return "-" if total == 0 else f"{ended}/{total} ({100 * ended / total:.0f}%)"
+
+
+def _age(c: CrawlInfo, now: Timestamp) -> str:
+    end = c.finished_at if c.finished_at is not None else now
+    return human_age(end - c.created_at)
+
+
+@click.command()
+@target_options
+@click.option(
+    "--state",
+    type=click.Choice([s.value for s in CrawlState]),
+    help="Only crawls in this state.",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@json_option
+def crawls(state: str | None, limit: int, as_json: bool) -> None:
+    """List crawls with their progress, oldest first.
+
+    \b
+    PENDING   jobs not yet started (due, scheduled, waiting for their limit key, held)
+    RUNNING   jobs running now
+    DONE, DEAD, CANCELLED  jobs that ended so
+    SEEN      URLs (keys) in the crawl's seen set
+    PROGRESS  ended jobs out of every job the crawl has had so far: the total grows
+              while pages add pages
+    TOOK      from creation to its end (or until now while open)
+
+    \b
+    Example:
+      crawlq --store sqlite:///crawl.db crawls --state running
+    """
+    with open_app() as app:
+        rows = app.crawls(state=None if state is None else CrawlState(state), limit=limit)
+        now = app.store.now()
+    if as_json:
+        print_json([crawl_to_dict(c) for c in rows])
+        return
+    if not rows:
+        click.echo("no crawls" + (f" in state {state}" if state else ""), err=True)
+        return
+    out = table(
+        ">ID",
+        "NAME",
+        "STATE",
+        ">PENDING",
+        ">RUNNING",
+        ">DONE",
+        ">DEAD",
+        ">CANCELLED",
+        ">SEEN",
+        ">PROGRESS",
+        ">TOOK",
+    )
+    for c in rows:
+        out.add_row(
+            cell(c.id),
+            cell(c.name),
+            cell(c.state.value),
+            *(cell(n) for n in (c.pending, c.running, c.done, c.dead, c.cancelled, c.seen)),
+            cell(progress(c)),
+            cell(_age(c, now)),
+        )
+    console().print(out)
+
+
+def _show(c: CrawlInfo, now: Timestamp) -> None:
+    out = table("FIELD", "VALUE", title=f"crawl {c.id}")
+    for name, value in (
+        ("name", c.name),
+        ("state", c.state.value),
+        ("pending", c.pending),
+        ("running", c.running),
+        ("done", c.done),
+        ("dead", c.dead),
+        ("cancelled", c.cancelled),
+        ("seen", c.seen),
+        ("progress", progress(c)),
+        ("created", iso_utc(c.created_at)),
+        ("finished", iso_utc(c.finished_at)),
+        ("took", _age(c, now)),
+        ("on_finish job", c.on_finish_job),
+        ("meta", c.meta or None),
+    ):
+        out.add_row(cell(name), cell(value))
+    console().print(out)
+
+
+@click.command("crawl-status")
+@target_options
+@click.argument("crawl_id", type=int, metavar="ID")
+@json_option
+def crawl_status(crawl_id: int, as_json: bool) -> None:
+    """Show one crawl: state, counters, progress, times.
+
+    Exit code 0 whatever its state; 1 if there is no such crawl. --json prints the
+    fields of `crawlq crawls --json` for this crawl.
+
+    \b
+    Example:
+      crawlq --store postgresql://db/jobs crawl-status 7
+    """
+    with open_app() as app:
+        info = app.get_crawl(crawl_id)
+        now = app.store.now()
+    if as_json:
+        print_json(crawl_to_dict(info))
+    else:
+        _show(info, now)
+
+
+def _change(
+    name: str, verb: str, action: Callable[[App, int], CrawlInfo], doc: str
+) -> click.Command:
+    @click.command(name, help=doc)
+    @target_options
+    @click.argument("crawl_id", type=int, metavar="ID")
+    def command(crawl_id: int) -> None:
+        with open_app() as app:
+            info = action(app, crawl_id)
+        click.echo(f"crawl {info.id} ({info.name}) {verb}: it is {info.state.value}")
+
+    return command
+
+
+crawl_pause = _change(
+    "crawl-pause",
+    "paused",
+    App.pause_crawl,
+    """Pause a crawl: its pending jobs are held, on every worker, until crawl-resume.
+
+    Running jobs finish; the jobs they add are held too. Pausing a paused crawl is
+    allowed; a finished or cancelled one is an error (exit 1).
+
+    \b
+    Example:
+      crawlq --store postgresql://db/jobs crawl-pause 7""",
+)
+crawl_resume = _change(
+    "crawl-resume",
+    "resumed",
+    App.resume_crawl,
+    """Resume a paused crawl: its held jobs can be claimed again.
+
+    \b
+    Example:
+      crawlq --store postgresql://db/jobs crawl-resume 7""",
+)
+crawl_cancel = _change(
+    "crawl-cancel",
+    "cancelled",
+    App.cancel_crawl,
+    """Cancel a crawl: its pending jobs are cancelled, its on_finish task never runs.
+
+    Running jobs finish but add no pages. A finished crawl cannot be cancelled (exit 1).
+
+    \b
+    Example:
+      crawlq --store postgresql://db/jobs crawl-cancel 7""",
+)

@@ -1,0 +1,24 @@
+-- crawl_cancel.lua: an open crawl becomes cancelled (finished_at = now, no on_finish):
+-- its pending jobs are cancelled (keys reconciled); running ones run on, and their
+-- completion adds no child.
+--
+-- KEYS:    none; names are built from the prefix (keys.py)
+-- ARGV:    prefix, now, crawl id
+-- Returns: 1 if the crawl was open, else 0 (and nothing changed).
+-- Touches: {p}:crawl:{crawl}, {p}:cpend:{crawl}, {p}:job:{id}, {p}:q:{queue}:cancelled,
+--          :counts, :keys, :prios, :p:{priority}, {p}:limit:{lkey}, {p}:lwait:{lkey}
+
+local now = clock(ARGV[2])
+local crawl = ARGV[3]
+if not crawl_open(crawl) then
+  return 0
+end
+set_crawl_state(crawl, 'cancelled', {'finished_at', fmt(now)})
+local ids = redis.call('SMEMBERS', K.crawl_pending(crawl))
+table.sort(ids, function(a, b) return tonumber(a) < tonumber(b) end)
+for _, id in ipairs(ids) do
+  finish(load(id), 'cancelled', now, {})
+end
+redis.call('DEL', K.crawl_pending(crawl))
+commit(now)
+return 1

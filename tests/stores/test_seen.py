@@ -1,0 +1,248 @@
+"""Seen sets: a crawl's fingerprints, added once for ever (``seen_add`` and
+``JobSpec.fingerprint``), and the fingerprint rule of ``crawlq.fingerprint``."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+
+import pytest
+from store_helpers import (
+    T0,
+    all_jobs,
+    claim_one,
+    complete,
+    crawl_counts,
+    crawl_of,
+    new_crawl,
+    release,
+    schedule,
+    spec,
+)
+
+from crawlq.exceptions import ConfigurationError, CrawlNotFound
+from crawlq.fingerprint import FINGERPRINT_BYTES, fingerprint
+from crawlq.jobs import JobState, Outcome, ScheduleResult
+from crawlq.stores.base import JobFilter, Store
+
+
+def fp(name: str | int) -> bytes:
+    """A 16-byte fingerprint of a test name."""
+    return hashlib.sha256(str(name).encode()).digest()[:16]
+
+
+A, B, C, D = fp("a"), fp("b"), fp("c"), fp("d")
+
+
+def open_crawl(store: Store, name: str = "c") -> int:
+    """A crawl kept open by a job due far in the future."""
+    return new_crawl(store, spec(queue="keep-open", delay=10**6), name=name).id
+
+
+# -- seen_add ------------------------------------------------------------------------------
+
+
+def test_seen_add_reports_new_fingerprints_and_repeats_within_a_batch(store: Store) -> None:
+    c = open_crawl(store)
+    assert store.seen_add(c, [A, B, A], now=T0) == [True, True, False]
+    assert store.seen_add(c, [B, C, C, D, A], now=T0 + 1) == [False, True, False, True, False]
+    assert store.seen_add(c, [], now=T0 + 2) == []
+    assert crawl_of(store, c).seen == 4
+
+
+def test_seen_add_to_an_unknown_crawl_raises(store: Store) -> None:
+    with pytest.raises(CrawlNotFound):
+        store.seen_add(1, [A], now=T0)
+    c = open_crawl(store)
+    with pytest.raises(CrawlNotFound):
+        store.seen_add(c + 1000, [A], now=T0)
+    assert crawl_of(store, c).seen == 0
+
+
+def test_a_closed_crawl_still_takes_additions(store: Store) -> None:
+    finished = new_crawl(store, name="empty")
+    assert store.seen_add(finished.id, [A, B], now=T0) == [True, True]
+    assert store.seen_add(finished.id, [A], now=T0) == [False]
+    assert crawl_of(store, finished.id).seen == 2
+    cancelled = open_crawl(store, "cancelled")
+    assert store.crawl_cancel(cancelled, now=T0)
+    assert store.seen_add(cancelled, [A], now=T0) == [True]
+    assert crawl_of(store, cancelled).seen == 1
+
+
+def test_each_crawl_has_its_own_seen_set(store: Store) -> None:
+    one, two = open_crawl(store, "one"), open_crawl(store, "two")
+    assert store.seen_add(one, [A, B], now=T0) == [True, True]
+    assert store.seen_add(two, [B, C], now=T0) == [True, True]
+    assert store.seen_add(one, [C], now=T0) == [True]
+    assert (crawl_of(store, one).seen, crawl_of(store, two).seen) == (3, 2)
+    [r1, r2] = schedule(store, spec(crawl=two, fingerprint=A), spec(crawl=one, fingerprint=A))
+    assert r1.outcome is Outcome.CREATED
+    assert r2 == ScheduleResult(0, Outcome.SEEN)
+    assert (crawl_of(store, one).seen, crawl_of(store, two).seen) == (3, 3)
+
+
+# -- JobSpec.fingerprint ---------------------------------------------------------------------
+
+
+def test_a_fingerprinted_spec_is_scheduled_only_if_new(store: Store) -> None:
+    c = open_crawl(store)
+    first, repeat, other = schedule(
+        store,
+        spec(crawl=c, fingerprint=A, args=[1]),
+        spec(crawl=c, fingerprint=A, args=[2]),
+        spec(crawl=c, fingerprint=B, args=[3]),
+    )
+    assert first.outcome is Outcome.CREATED and other.outcome is Outcome.CREATED
+    assert repeat == ScheduleResult(0, Outcome.SEEN)
+    assert [j.args for j in all_jobs(store) if j.queue == "q"] == [[1], [3]]
+    assert crawl_counts(store, c) == (3, 0, 0, 0, 0)  # 2 + the keep-open job
+    assert crawl_of(store, c).seen == 2
+    assert store.seen_add(c, [A, B, C], now=T0) == [False, False, True]
+    [later] = schedule(store, spec(crawl=c, fingerprint=C))
+    assert later == ScheduleResult(0, Outcome.SEEN)
+    assert crawl_of(store, c).seen == 3
+    assert len(all_jobs(store)) == 3
+
+
+def test_a_seen_spec_writes_nothing_not_even_a_conflict_update(store: Store) -> None:
+    c = open_crawl(store)
+    [created] = schedule(store, spec(crawl=c, fingerprint=A, key="page", args=["old"]))
+    before = all_jobs(store)
+    [again] = schedule(
+        store, spec(crawl=c, fingerprint=A, key="page", args=["new"], priority=9), now=T0 + 1
+    )
+    assert again == ScheduleResult(0, Outcome.SEEN)
+    assert all_jobs(store) == before
+    assert crawl_counts(store, c) == (2, 0, 0, 0, 0)
+    assert created.job_id in [j.id for j in before]
+
+
+def test_a_fingerprint_is_seen_for_ever_even_after_its_job_is_done(store: Store) -> None:
+    c = open_crawl(store)
+    [r] = schedule(store, spec(crawl=c, fingerprint=A))
+    job = claim_one(store)
+    assert job.id == r.job_id
+    assert complete(store, job.lease, now=T0 + 1)
+    assert store.job_prune(retention=0, now=T0 + 100) == 1
+    assert store.job_get(job.id) is None
+    [again] = schedule(store, spec(crawl=c, fingerprint=A), now=T0 + 101)
+    assert again == ScheduleResult(0, Outcome.SEEN)
+    assert crawl_of(store, c).seen == 1
+
+
+def test_a_cancelled_job_keeps_its_fingerprint_counted_once(store: Store) -> None:
+    c = new_crawl(store, spec(args=["parent"]), spec(queue="keep-open", delay=10**6)).id
+    parent = claim_one(store)
+    assert complete(store, parent.lease, now=T0 + 1, children=[spec(crawl=c, fingerprint=A)])
+    [child] = store.job_list(JobFilter(state=JobState.PENDING, queue="q"))
+    assert crawl_of(store, c).seen == 1
+    assert store.job_cancel([child.id], now=T0 + 2) == [child.id]
+    assert crawl_of(store, c).seen == 1
+    [again] = schedule(store, spec(crawl=c, fingerprint=A), now=T0 + 3)
+    assert again == ScheduleResult(0, Outcome.SEEN)
+    assert store.seen_add(c, [A], now=T0 + 3) == [False]
+    assert crawl_of(store, c).seen == 1
+
+
+def test_a_fingerprint_needs_a_crawl(store: Store) -> None:
+    with pytest.raises(ConfigurationError):
+        schedule(store, spec(args=["fine"]), spec(fingerprint=A))
+    assert all_jobs(store) == []
+
+
+def test_start_jobs_are_fingerprinted_too(store: Store) -> None:
+    info = new_crawl(
+        store, spec(fingerprint=A, args=[1]), spec(fingerprint=A, args=[2]), spec(fingerprint=B)
+    )
+    assert (info.pending, info.seen) == (2, 2)
+    assert [j.args for j in all_jobs(store)] == [[1], []]
+    assert store.seen_add(info.id, [A, B, C], now=T0) == [False, False, True]
+
+
+def test_fingerprints_of_children_join_the_seen_set_with_the_completion(store: Store) -> None:
+    c = new_crawl(store, spec(args=["parent"], max_attempts=5), spec(queue="keep", delay=10**6))
+    job = claim_one(store)
+    kids = [
+        spec(queue="kids", crawl=c.id, fingerprint=A, args=[1]),
+        spec(queue="kids", crawl=c.id, fingerprint=A, args=[2]),
+        spec(queue="kids", crawl=c.id, fingerprint=B, args=[3]),
+    ]
+    # a stale lease adds no child and no fingerprint
+    assert release(store, job.lease, now=T0 + 1)
+    assert not complete(store, job.lease, now=T0 + 2, children=kids)
+    assert crawl_of(store, c.id).seen == 0
+    again = claim_one(store, now=T0 + 3)
+    assert complete(store, again.lease, now=T0 + 4, children=kids)
+    assert [k.args for k in store.job_list(JobFilter(queue="kids"))] == [[1], [3]]
+    assert crawl_of(store, c.id).seen == 2
+    assert store.seen_add(c.id, [A, B], now=T0 + 5) == [False, False]
+
+
+def test_concurrent_adders_see_each_fingerprint_new_exactly_once(
+    store: Store, open_same_store: Callable[[], Store]
+) -> None:
+    c = open_crawl(store)
+    everything = [fp(i) for i in range(2_000)]
+    stores = [store, *(open_same_store() for _ in range(3))]
+    news: list[list[bytes]] = [[] for _ in stores]
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(len(stores))
+
+    def work(index: int) -> None:
+        try:
+            # thread i starts at a different place and covers 3/4 of the fingerprints,
+            # in batches of 100 that overlap the other threads' batches
+            start = index * 500
+            mine = [everything[(start + k) % 2_000] for k in range(1_500)]
+            if index % 2:
+                mine.reverse()
+            barrier.wait()
+            for at in range(0, len(mine), 100):
+                batch = mine[at : at + 100]
+                answers = stores[index].seen_add(c, batch)
+                assert len(answers) == len(batch)
+                news[index].extend(f for f, new in zip(batch, answers, strict=True) if new)
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(stores))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    reported = [f for part in news for f in part]
+    assert len(reported) == 2_000, "each fingerprint reported new exactly once"
+    assert set(reported) == set(everything)
+    assert crawl_of(store, c).seen == 2_000
+    assert store.seen_add(c, everything[:10]) == [False] * 10
+
+
+# -- crawlq.fingerprint ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("HTTP://Example.COM:80/a?b=2&a=1#frag", "http://example.com/a?a=1&b=2"),
+        ("https://example.com", "https://EXAMPLE.com:443/"),
+        ("http://example.com/%7Euser", "http://example.com/~user"),
+    ],
+)
+def test_spellings_of_one_page_share_a_fingerprint(one: str, other: str) -> None:
+    assert fingerprint(one) == fingerprint(other)
+    assert len(fingerprint(one)) == FINGERPRINT_BYTES == 16
+    assert isinstance(fingerprint(one), bytes)
+
+
+def test_different_pages_have_different_fingerprints() -> None:
+    pages = [
+        "http://example.com/a",
+        "http://example.com/b",
+        "https://example.com/a",
+        "http://example.com:8080/a",
+        "http://example.com/a?x=1",
+    ]
+    assert len({fingerprint(p) for p in pages}) == len(pages)
