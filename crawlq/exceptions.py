@@ -8,6 +8,7 @@ A subclass's docstring is its default message::
     ├── TaskNotFound            a job names a task this app does not know
     ├── CrawlNotFound           no crawl has this id
     ├── CrawlClosed             the crawl finished or was cancelled: it takes no jobs
+    ├── AddressRefused          the crawler refuses to connect to this host or address
     └── StoreError              anything that went wrong inside a store
         └── StoreUnavailable    the store cannot be reached or stayed locked too long
 
@@ -44,6 +45,10 @@ class CrawlNotFound(CrawlqError):
 
 class CrawlClosed(CrawlqError):
     """The crawl has finished or was cancelled: it accepts no more jobs."""
+
+
+class AddressRefused(CrawlqError):
+    """The host is, or resolves to, an address the crawler must not connect to."""
 
 
 class StoreError(CrawlqError):

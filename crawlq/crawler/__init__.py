@@ -1,0 +1,1 @@
+"""The built-in crawler: fetching, links, politeness and the address guard."""
