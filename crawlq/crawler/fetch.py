@@ -1,0 +1,642 @@
+"""The fetcher: one page over HTTP(S), with deadlines, caps and the address guard.
+
+``async with Fetcher(settings) as fetcher: result = await fetcher.fetch(url)`` never
+raises for anything the network or the page does: every failure is a ``FetchResult`` with
+``error`` set (``"refused: ..."`` for the address guard and for schemes other than http
+and https, ``"deadline: ..."`` when the total deadline passed, ``"body over N bytes"`` /
+``"decoded body over N bytes"`` with ``truncated`` when a cap stopped the read). Only
+programming errors (and cancellation) propagate.
+
+Rules, for the first request and for every redirect hop:
+
+* only ``http`` and ``https``; anything else is refused before any connection;
+* the host is checked with ``resolve_checked`` (address guard, DNS included) in a thread,
+  before any connection; a refused hop makes 0 connections;
+* redirects (301, 302, 303, 307, 308 with a Location) are followed by hand, always as GET,
+  each one counted against ``max_redirects``; a URL seen before in the chain is a loop;
+* ``asyncio.timeout(deadline)`` wraps the whole fetch, DNS and redirects included;
+* the body is read as a stream of wire bytes, decoded here (gzip, deflate, br) with a
+  bounded output per step, so ``max_body_bytes`` (wire) and ``max_decoded_bytes``
+  (decoded) stop the read as soon as they are passed: a compression bomb costs at most
+  the cap plus one step (256 KiB) of memory.
+
+Pinning: the connection goes to an address that was checked. httpx builds requests;
+a small transport of our own (``_PinnedTransport``, written against the public httpcore
+API: ``AsyncConnectionPool(network_backend=...)``, no private httpx attributes) hands them
+to an httpcore pool whose network backend is ``_PinnedBackend``. Its ``connect_tcp``
+ignores DNS entirely: it looks up the (host, port) that httpcore asks for in a
+``ContextVar`` map that ``fetch`` fills with the addresses ``resolve_checked`` returned
+for that hop, and connects to those IP literals (in resolver order, the next one on a
+connect error). httpcore still uses the URL host for the Host header and as TLS SNI and
+certificate name, so virtual hosting and HTTPS verification work unchanged. Why this is
+robust:
+
+* it fails closed: a (host, port) with no pin in the current context, or a Unix socket,
+  is refused with a connect error, so a connection can never fall back to the resolver
+  (and a client used outside ``fetch`` cannot connect at all);
+* the map lives in a ``ContextVar``: each asyncio task has its own, and httpcore opens a
+  connection inside the task that sent the request, so concurrent fetches cannot see or
+  remove each other's pins;
+* pooled keep-alive connections are keyed by origin and were all opened to addresses
+  checked under this fetcher's one policy, so reusing them never reaches an address the
+  policy refuses; a later DNS answer (rebinding) is checked again before any new
+  connection;
+* the client ignores proxy environment variables (``trust_env=False``): a proxy would
+  resolve the host itself.
+
+``bytes`` counts the final response's body as received (after transfer decoding, before
+content decoding); ``redirects`` lists the URLs whose redirect was followed, in order;
+``final_url``, ``status`` and ``headers`` describe the last response received (or the
+last URL tried when none was).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import math
+import time
+import urllib.parse
+import zlib
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from types import MappingProxyType, TracebackType
+from typing import Protocol
+
+import brotli  # type: ignore[import-untyped]
+import httpcore
+import httpx
+
+from crawlq import __version__
+from crawlq.crawler.addresses import (
+    AddressPolicy,
+    IPAddress,
+    check_header_value,
+    parse_host,
+    resolve_checked,
+)
+from crawlq.exceptions import AddressRefused, ConfigurationError
+
+__all__ = ["DEFAULT_USER_AGENT", "FetchResult", "FetchSettings", "Fetcher"]
+
+DEFAULT_USER_AGENT = f"crawlq/{__version__} (+https://github.com/crawlq/crawlq)"
+
+_SCHEMES = {"http": 80, "https": 443}
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_STEP = 256 * 1024  # the most a decoder may produce in one step
+# brotli >= 1.2 can bound its output; an older one is not offered to servers at all.
+_BROTLI_BOUNDED = hasattr(brotli.Decompressor, "can_accept_more_data")
+_RESERVED_HEADERS = frozenset(
+    {
+        "host",
+        "user-agent",
+        "accept-encoding",
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "te",
+        "upgrade",
+    }
+)
+
+_Pins = Mapping[tuple[str, int], tuple[IPAddress, ...]]
+_PINS: ContextVar[_Pins] = ContextVar("crawlq_fetch_pins", default=MappingProxyType({}))
+
+
+# --- settings --------------------------------------------------------------------------
+
+
+def _positive_number(name: str, value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigurationError(f"{name} must be a positive number of seconds, not {value!r}")
+    return float(value)
+
+
+def _count(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigurationError(f"{name} must be an integer >= {minimum}, not {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    """How the fetcher fetches; every field is checked, errors raise ConfigurationError.
+
+    ``deadline`` bounds a whole fetch (DNS, connects, redirects, body) in seconds;
+    ``connect_timeout`` bounds one TCP/TLS connect. ``max_body_bytes`` caps the body
+    as received, ``max_decoded_bytes`` after gzip/deflate/br decoding. ``extra_headers``
+    are (name, value) pairs (a mapping is accepted too), checked for CR/LF and control
+    characters; Host, User-Agent, Accept-Encoding and framing headers are set by the
+    fetcher and refused here. ``http2`` needs the ``h2`` package.
+    """
+
+    user_agent: str = DEFAULT_USER_AGENT
+    deadline: float = 30.0
+    connect_timeout: float = 10.0
+    max_body_bytes: int = 10 * 1024 * 1024
+    max_decoded_bytes: int = 50 * 1024 * 1024
+    max_redirects: int = 10
+    max_connections: int = 100
+    max_keepalive_connections: int = 20
+    extra_headers: tuple[tuple[str, str], ...] = ()
+    http2: bool = False
+    policy: AddressPolicy = field(default_factory=AddressPolicy)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.user_agent, str) or not self.user_agent.strip():
+            raise ConfigurationError(
+                f"user_agent must be a non-empty string, not {self.user_agent!r}"
+            )
+        check_header_value("User-Agent", self.user_agent)
+        object.__setattr__(self, "deadline", _positive_number("deadline", self.deadline))
+        object.__setattr__(
+            self, "connect_timeout", _positive_number("connect_timeout", self.connect_timeout)
+        )
+        _count("max_body_bytes", self.max_body_bytes, 1)
+        _count("max_decoded_bytes", self.max_decoded_bytes, 1)
+        _count("max_redirects", self.max_redirects, 0)
+        _count("max_connections", self.max_connections, 1)
+        _count("max_keepalive_connections", self.max_keepalive_connections, 0)
+        raw: object = self.extra_headers
+        pairs: Iterable[object]
+        if isinstance(raw, Mapping):
+            pairs = list(raw.items())
+        elif isinstance(raw, str | bytes) or not isinstance(raw, Iterable):
+            raise ConfigurationError(f"extra_headers must be (name, value) pairs, not {raw!r}")
+        else:
+            pairs = list(raw)
+        headers: list[tuple[str, str]] = []
+        for pair in pairs:
+            if not isinstance(pair, tuple) or len(pair) != 2:
+                raise ConfigurationError(f"extra header {pair!r} is not a (name, value) pair")
+            name, value = pair
+            check_header_value(name, value)
+            if name.lower() in _RESERVED_HEADERS:
+                raise ConfigurationError(f"header {name!r} is set by the fetcher, not by settings")
+            headers.append((name, value))
+        object.__setattr__(self, "extra_headers", tuple(headers))
+        if not isinstance(self.http2, bool):
+            raise ConfigurationError(f"http2 must be True or False, not {self.http2!r}")
+        if self.http2 and importlib.util.find_spec("h2") is None:
+            raise ConfigurationError("http2=True needs the h2 package: pip install 'crawlq[http2]'")
+        if not isinstance(self.policy, AddressPolicy):
+            raise ConfigurationError(f"policy must be an AddressPolicy, not {self.policy!r}")
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """One fetch. ``error`` is None only for a complete response (any status code).
+
+    ``status``/``headers``/``content_type`` describe the response at ``final_url``
+    (None/empty when none arrived); ``headers`` has lower-case names, repeated ones
+    joined with ", "; ``content_type`` is the lower-case media type without parameters.
+    ``body`` is decoded; ``truncated`` says a cap stopped it (``error`` names the cap).
+    ``bytes`` is the body as received; ``redirects`` the URLs whose redirect was
+    followed; ``elapsed_ms`` covers the whole fetch. The body is left out of ``repr``.
+    """
+
+    url: str
+    final_url: str
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str | None = None
+    body: bytes = field(default=b"", repr=False)
+    truncated: bool = False
+    elapsed_ms: int = 0
+    redirects: list[str] = field(default_factory=list)
+    bytes: int = 0
+    error: str | None = None
+
+
+# --- pinned connections ------------------------------------------------------------------
+
+
+class _PinnedBackend(httpcore.AsyncNetworkBackend):
+    """Connects only to the checked addresses pinned for (host, port) in this context."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
+        self._inner = inner
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        addresses = _PINS.get().get((host, port))
+        if not addresses:
+            raise httpcore.ConnectError(
+                f"refused: no checked address for {host}:{port} "
+                "(connections are made only through Fetcher.fetch)"
+            )
+        failure: Exception | None = None
+        for address in addresses:
+            try:
+                return await self._inner.connect_tcp(
+                    str(address),
+                    port,
+                    timeout=timeout,
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise httpcore.ConnectError("refused: the fetcher does not use Unix sockets")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+_ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.TimeoutException, httpx.TimeoutException),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.NetworkError, httpx.NetworkError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.ProtocolError, httpx.ProtocolError),
+)
+
+
+@contextlib.contextmanager
+def _httpx_errors() -> Iterator[None]:
+    """Re-raise httpcore errors as the matching httpx errors (most specific first)."""
+    try:
+        yield
+    except Exception as exc:
+        for source, target in _ERRORS:
+            if isinstance(exc, source):
+                raise target(str(exc)) from exc
+        raise
+
+
+class _ResponseStream(httpx.AsyncByteStream):
+    def __init__(self, stream: AsyncIterable[bytes]) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _httpx_errors():
+            async for part in self._stream:
+                yield part
+
+    async def aclose(self) -> None:
+        close = getattr(self._stream, "aclose", None)
+        if close is not None:
+            await close()
+
+
+class _PinnedTransport(httpx.AsyncBaseTransport):
+    """httpx transport over an httpcore pool whose network backend is ``_PinnedBackend``."""
+
+    def __init__(self, settings: FetchSettings) -> None:
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=httpx.create_ssl_context(),
+            max_connections=settings.max_connections,
+            max_keepalive_connections=settings.max_keepalive_connections,
+            keepalive_expiry=5.0,
+            http1=True,
+            http2=settings.http2,
+            network_backend=_PinnedBackend(httpcore.AnyIOBackend()),
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        core_request = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(
+                scheme=request.url.raw_scheme,
+                host=request.url.raw_host,
+                port=request.url.port,
+                target=request.url.raw_path,
+            ),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        with _httpx_errors():
+            response = await self._pool.handle_async_request(core_request)
+        assert isinstance(response.stream, AsyncIterable)
+        return httpx.Response(
+            status_code=response.status,
+            headers=response.headers,
+            stream=_ResponseStream(response.stream),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
+
+
+# --- bounded decoding --------------------------------------------------------------------
+
+
+class _Decoder(Protocol):
+    def feed(self, data: bytes) -> Iterator[bytes]: ...
+
+
+class _ZlibDecoder:
+    """gzip (concatenated members too) or deflate (zlib-wrapped or raw), in bounded steps."""
+
+    def __init__(self, encoding: str) -> None:
+        self._gzip = encoding in ("gzip", "x-gzip")
+        self._started = False
+        self._object = zlib.decompressobj(31 if self._gzip else 15)
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        pending = data
+        while True:
+            try:
+                out = self._object.decompress(pending, _STEP)
+            except zlib.error:
+                if self._gzip or self._started:
+                    raise
+                self._object = zlib.decompressobj(-15)  # raw deflate, as some servers send
+                out = self._object.decompress(pending, _STEP)
+            self._started = True
+            if out:
+                yield out
+            pending = self._object.unconsumed_tail
+            if self._object.eof and self._gzip and self._object.unused_data:
+                pending = self._object.unused_data
+                self._object = zlib.decompressobj(31)
+                continue
+            if not pending and len(out) < _STEP:
+                return
+
+
+class _BrotliDecoder:
+    def __init__(self) -> None:
+        self._object = brotli.Decompressor()
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        out = self._object.process(data, output_buffer_limit=_STEP)
+        if out:
+            yield out
+        while not self._object.can_accept_more_data():
+            out = self._object.process(b"", output_buffer_limit=_STEP)
+            if out:
+                yield out
+
+
+def _decoders(content_encoding: str) -> list[_Decoder]:
+    """Decoders in the order to apply them; raises ValueError for an unknown coding."""
+    decoders: list[_Decoder] = []
+    for token in reversed([t.strip().lower() for t in content_encoding.split(",")]):
+        if token in ("", "identity"):
+            continue
+        if token in ("gzip", "x-gzip", "deflate"):
+            decoders.append(_ZlibDecoder(token))
+        elif token == "br" and _BROTLI_BOUNDED:
+            decoders.append(_BrotliDecoder())
+        else:
+            raise ValueError(f"unsupported content-encoding {token!r}")
+    return decoders
+
+
+def _decode(decoders: list[_Decoder], data: bytes) -> Iterator[bytes]:
+    if not decoders:
+        if data:
+            yield data
+        return
+    first, rest = decoders[0], decoders[1:]
+    for piece in first.feed(data):
+        yield from _decode(rest, piece)
+
+
+# --- the fetcher ---------------------------------------------------------------------------
+
+
+@dataclass
+class _State:
+    final_url: str
+    status: int | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str | None = None
+    body: list[bytes] = field(default_factory=list)
+    truncated: bool = False
+    redirects: list[str] = field(default_factory=list)
+    wire: int = 0
+    error: str | None = None
+
+
+def _headers(response: httpx.Response) -> dict[str, str]:
+    merged: dict[str, str] = {}
+    for name, value in response.headers.multi_items():
+        key = name.lower()
+        merged[key] = f"{merged[key]}, {value}" if key in merged else value
+    return merged
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"
+
+
+class Fetcher:
+    """Fetches pages with one httpx.AsyncClient; use as ``async with Fetcher(settings)``.
+
+    ``fetch`` may run concurrently from many tasks; the client's connection limits apply
+    to all of them together.
+    """
+
+    def __init__(self, settings: FetchSettings | None = None) -> None:
+        self.settings = settings or FetchSettings()
+        encodings = "gzip, deflate, br" if _BROTLI_BOUNDED else "gzip, deflate"
+        self._transport = _PinnedTransport(self.settings)
+        self._client = httpx.AsyncClient(
+            transport=self._transport,
+            follow_redirects=False,
+            trust_env=False,
+            timeout=httpx.Timeout(self.settings.deadline, connect=self.settings.connect_timeout),
+            headers=[
+                ("User-Agent", self.settings.user_agent),
+                ("Accept-Encoding", encodings),
+                *self.settings.extra_headers,
+            ],
+        )
+
+    async def __aenter__(self) -> Fetcher:
+        await self._client.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self._client.__aexit__(exc_type, exc, traceback)
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._client.aclose()
+
+    async def fetch(self, url: str) -> FetchResult:
+        """GET ``url`` under the settings' rules; network and page failures set ``error``."""
+        started = time.monotonic()
+        state = _State(final_url=url)
+        token = _PINS.set({})
+        try:
+            async with asyncio.timeout(self.settings.deadline):
+                await self._follow(url, state)
+        except TimeoutError:
+            state.error = f"deadline: fetch took over {self.settings.deadline:g} s"
+        finally:
+            _PINS.reset(token)
+        return FetchResult(
+            url=url,
+            final_url=state.final_url,
+            status=state.status,
+            headers=state.headers,
+            content_type=state.content_type,
+            body=b"".join(state.body),
+            truncated=state.truncated,
+            elapsed_ms=round((time.monotonic() - started) * 1000),
+            redirects=state.redirects,
+            bytes=state.wire,
+            error=state.error,
+        )
+
+    async def _check(self, url: httpx.URL) -> str | None:
+        """Pin the checked addresses of ``url``'s host; the refusal or error, if any."""
+        if url.scheme not in _SCHEMES:
+            return f"refused: scheme {url.scheme!r} is not http or https"
+        raw_host = url.raw_host.decode("ascii")
+        if not raw_host:
+            return "invalid URL: no host"
+        port = url.port or _SCHEMES[url.scheme]
+        try:
+            addresses = await asyncio.to_thread(
+                resolve_checked, raw_host, port, self.settings.policy
+            )
+        except AddressRefused as exc:
+            return f"refused: {exc}"
+        except OSError as exc:
+            return f"dns: {raw_host}: {exc}"
+        pins = dict(_PINS.get())
+        pins[(raw_host, port)] = tuple(addresses)
+        _PINS.set(pins)
+        return None
+
+    def _literal_refusal(self, url: str) -> str | None:
+        """For a URL httpx rejects: "refused: ..." when its host is a refused IP literal."""
+        try:
+            host = urllib.parse.urlsplit(url).hostname
+            if host is None or parse_host(host) is None:
+                return None
+            resolve_checked(host, 80, self.settings.policy)  # a literal: no DNS
+        except AddressRefused as exc:
+            return f"refused: {exc}"
+        except (TypeError, ValueError):
+            return None
+        return None
+
+    async def _follow(self, url: str, state: _State) -> None:
+        try:
+            current = httpx.URL(url)
+        except (httpx.InvalidURL, TypeError, ValueError) as exc:
+            state.error = self._literal_refusal(url) or f"invalid URL: {exc}"
+            return
+        seen = {str(current.copy_with(fragment=None))}
+        while True:
+            refusal = await self._check(current)
+            if refusal is not None:
+                state.error = refusal
+                return
+            state.final_url = str(current)
+            state.status, state.headers, state.content_type = None, {}, None
+            try:
+                location = await self._request(current, state)
+            except httpx.HTTPError as exc:
+                state.error = _describe(exc)
+                return
+            if location is None:
+                return
+            try:
+                target = current.join(location).copy_with(fragment=None)
+            except (httpx.InvalidURL, TypeError, ValueError) as exc:
+                state.error = f"invalid redirect location {location!r}: {exc}"
+                return
+            if str(target) in seen:
+                state.error = f"redirect loop: {target} was already fetched"
+                return
+            if len(state.redirects) >= self.settings.max_redirects:
+                state.error = f"too many redirects (over {self.settings.max_redirects})"
+                return
+            if target.scheme not in _SCHEMES:
+                state.error = f"refused: redirect to scheme {target.scheme!r} ({target})"
+                return
+            seen.add(str(target))
+            state.redirects.append(str(current))
+            current = target
+
+    async def _request(self, url: httpx.URL, state: _State) -> str | None:
+        """Send one GET; read the body into ``state``; the Location to follow, if any."""
+        request = self._client.build_request("GET", url)
+        # The transport, not client.send: httpx builds a redirect request for every 3xx
+        # even with follow_redirects=False, and raises InvalidURL on odd Locations.
+        response = await self._transport.handle_async_request(request)
+        response.request = request
+        try:
+            state.status = response.status_code
+            state.headers = _headers(response)
+            media = state.headers.get("content-type", "").split(";")[0].strip().lower()
+            state.content_type = media or None
+            location: str | None = response.headers.get("location")
+            if response.status_code in _REDIRECTS and location:
+                return location
+            await self._read_body(response, state)
+            return None
+        finally:
+            await response.aclose()
+
+    async def _read_body(self, response: httpx.Response, state: _State) -> None:
+        settings = self.settings
+        try:
+            decoders = _decoders(response.headers.get("content-encoding", ""))
+        except ValueError as exc:
+            decoders, state.error = [], str(exc)  # kept as received
+        decoded = 0
+        async for chunk in response.aiter_raw():
+            state.wire += len(chunk)
+            room = settings.max_body_bytes - (state.wire - len(chunk))
+            over_wire = len(chunk) > room
+            try:
+                for piece in _decode(decoders, chunk[:room] if over_wire else chunk):
+                    if len(piece) > settings.max_decoded_bytes - decoded:
+                        state.body.append(piece[: settings.max_decoded_bytes - decoded])
+                        state.truncated = True
+                        state.error = f"decoded body over {settings.max_decoded_bytes} bytes"
+                        return
+                    decoded += len(piece)
+                    state.body.append(piece)
+            except (zlib.error, brotli.error) as exc:
+                state.error = f"could not decode the body: {exc}"
+                return
+            if over_wire:
+                state.truncated = True
+                state.error = f"body over {settings.max_body_bytes} bytes"
+                return
