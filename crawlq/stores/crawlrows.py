@@ -1,5 +1,5 @@
-"""Crawl and limit-key records as the SQL stores read them back, shared by SQLite and
-PostgreSQL (rows with the same column names)."""
+"""Crawl and limit-key records as the SQL stores write and read them, shared by SQLite
+and PostgreSQL (rows with the same column names)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from crawlq.crawls import CrawlInfo, CrawlState
+from crawlq.jobs import ConflictPolicy, JobSpec
 from crawlq.limits import KeyLimit, Limits
 from crawlq.types import JSONValue
 
@@ -32,6 +33,38 @@ def limits_from(value: str | Mapping[str, Any] | None) -> Limits | None:
         return None
     fields = json.loads(value) if isinstance(value, str) else value
     return Limits(max_running=fields["max_running"], min_interval=fields["min_interval"])
+
+
+def on_finish_json(spec: JobSpec, crawl_id: int) -> str:
+    """A crawl's ``on_finish`` spec as stored: outside any crawl, ``crawl_id`` added to its
+    keyword arguments; numbers as floats where the spec has floats."""
+
+    def number(value: float | None) -> float | None:
+        return None if value is None else float(value)
+
+    fields = {
+        "queue": spec.queue,
+        "task": spec.task,
+        "args": list(spec.args),
+        "kwargs": {**spec.kwargs, "crawl_id": crawl_id},
+        "key": spec.key,
+        "priority": spec.priority,
+        "delay": float(spec.delay),
+        "run_at": number(spec.run_at),
+        "max_attempts": spec.max_attempts,
+        "lease_seconds": float(spec.lease_seconds),
+        "timeout": number(spec.timeout),
+        "on_conflict": spec.on_conflict.value,
+        "limit_key": spec.limit_key,
+    }
+    return json.dumps(fields, separators=(",", ":"))
+
+
+def on_finish_spec(text: str) -> JobSpec:
+    """The spec ``on_finish_json`` stored."""
+    fields = json.loads(text)
+    fields["on_conflict"] = ConflictPolicy(fields["on_conflict"])
+    return JobSpec(**fields)
 
 
 def crawl_info(row: Row, meta: dict[str, JSONValue]) -> CrawlInfo:

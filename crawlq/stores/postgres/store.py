@@ -73,7 +73,7 @@ from crawlq.stores.base import (
     WaitParams,
 )
 from crawlq.stores.conflict import Request, merge
-from crawlq.stores.crawlrows import crawl_info, key_limit, limits_json
+from crawlq.stores.crawlrows import crawl_info, key_limit, limits_json, on_finish_json
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
 from crawlq.stores.workers import heartbeat_params, register_params, worker_info
 from crawlq.types import JobId, Timestamp
@@ -280,26 +280,6 @@ def _check_fingerprints(specs: Sequence[JobSpec]) -> None:
     for s in specs:
         if s.fingerprint is not None:
             check_fingerprint(s.fingerprint)
-
-
-def _on_finish_json(spec: JobSpec, crawl_id: int) -> str:
-    """The ``on_finish`` spec as the finishing trigger reads it (``crawl_id`` added)."""
-    return _dumps(
-        {
-            "queue": spec.queue,
-            "task": spec.task,
-            "args": list(spec.args),
-            "kwargs": {**spec.kwargs, "crawl_id": crawl_id},
-            "key": spec.key,
-            "priority": spec.priority,
-            "run_at": _float(spec.run_at),
-            "delay": float(spec.delay),
-            "max_attempts": spec.max_attempts,
-            "lease_seconds": float(spec.lease_seconds),
-            "timeout": _float(spec.timeout),
-            "limit_key": spec.limit_key,
-        }
-    )
 
 
 def _crawl_from_row(row: DictRow) -> CrawlInfo:
@@ -1000,9 +980,7 @@ class PostgresStore:
             row = conn.execute(Q["crawl_next_id"], {"now": now}).fetchone()
             assert row is not None
             crawl_id = int(row["id"])
-            on_finish = (
-                None if spec.on_finish is None else _on_finish_json(spec.on_finish, crawl_id)
-            )
+            on_finish = None if spec.on_finish is None else on_finish_json(spec.on_finish, crawl_id)
             conn.execute(
                 Q["crawl_insert"],
                 {

@@ -34,7 +34,6 @@ from crawlq.exceptions import (
 )
 from crawlq.fingerprint import check_fingerprint
 from crawlq.jobs import (
-    ConflictPolicy,
     Job,
     JobSpec,
     JobState,
@@ -56,7 +55,14 @@ from crawlq.stores.base import (
     WaitParams,
 )
 from crawlq.stores.conflict import Request, merge
-from crawlq.stores.crawlrows import crawl_info, key_limit, limits_from, limits_json
+from crawlq.stores.crawlrows import (
+    crawl_info,
+    key_limit,
+    limits_from,
+    limits_json,
+    on_finish_json,
+    on_finish_spec,
+)
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
 from crawlq.stores.workers import heartbeat_params, register_params, worker_info
 from crawlq.types import JobId, Timestamp
@@ -153,33 +159,6 @@ def _job_from_row(row: sqlite3.Row) -> Job:
         crawl_id=row["crawl_id"],
         limit_key=row["limit_key"],
     )
-
-
-def _on_finish_json(spec: JobSpec, crawl_id: int) -> str:
-    """The ``on_finish`` spec as stored: outside any crawl, with ``crawl_id`` added."""
-    return _dumps(
-        {
-            "queue": spec.queue,
-            "task": spec.task,
-            "args": list(spec.args),
-            "kwargs": {**spec.kwargs, "crawl_id": crawl_id},
-            "key": spec.key,
-            "priority": spec.priority,
-            "delay": spec.delay,
-            "run_at": spec.run_at,
-            "max_attempts": spec.max_attempts,
-            "lease_seconds": spec.lease_seconds,
-            "timeout": spec.timeout,
-            "on_conflict": spec.on_conflict.value,
-            "limit_key": spec.limit_key,
-        }
-    )
-
-
-def _on_finish_spec(text: str) -> JobSpec:
-    fields = json.loads(text)
-    fields["on_conflict"] = ConflictPolicy(fields["on_conflict"])
-    return JobSpec(**fields)
 
 
 def _crawl_from_row(row: sqlite3.Row) -> CrawlInfo:
@@ -521,7 +500,7 @@ class SQLiteStore:
         row = conn.execute(Q["crawl_finish"], {"id": crawl_id, "now": now}).fetchone()
         if row is None or row["on_finish"] is None:
             return
-        result = self._schedule_one(conn, _on_finish_spec(row["on_finish"]), now, touched)
+        result = self._schedule_one(conn, on_finish_spec(row["on_finish"]), now, touched)
         if result is not None and result.job_id:
             conn.execute(Q["crawl_set_on_finish_job"], {"id": crawl_id, "job_id": result.job_id})
 
@@ -947,7 +926,7 @@ class SQLiteStore:
             }
             crawl_id = int(conn.execute(Q["crawl_insert"], params).fetchone()[0])
             if spec.on_finish is not None:
-                on_finish = _on_finish_json(spec.on_finish, crawl_id)
+                on_finish = on_finish_json(spec.on_finish, crawl_id)
                 conn.execute(Q["crawl_set_on_finish"], {"id": crawl_id, "on_finish": on_finish})
             touched = _Touched(crawls={crawl_id})  # finishes at once if nothing is left
             for job in start:

@@ -87,13 +87,18 @@ local function wake(queue, run_at)
   end
 end
 
-local function count(queue, state, delta)
-  local per_queue = COUNTS[queue]
-  if per_queue == nil then
-    per_queue = {}
-    COUNTS[queue] = per_queue
+-- Add delta to deltas[owner][field], written out once at commit.
+local function add_delta(deltas, owner, field, delta)
+  local per_owner = deltas[owner]
+  if per_owner == nil then
+    per_owner = {}
+    deltas[owner] = per_owner
   end
-  per_queue[state] = (per_queue[state] or 0) + delta
+  per_owner[field] = (per_owner[field] or 0) + delta
+end
+
+local function count(queue, state, delta)
+  add_delta(COUNTS, queue, state, delta)
 end
 
 local function move_count(queue, from, to)
@@ -227,12 +232,7 @@ local function set_crawl_state(crawl, state, fields)
 end
 
 local function crawl_count(crawl, counter, delta)
-  local per_crawl = CRAWL_DELTA[crawl]
-  if per_crawl == nil then
-    per_crawl = {}
-    CRAWL_DELTA[crawl] = per_crawl
-  end
-  per_crawl[counter] = (per_crawl[counter] or 0) + delta
+  add_delta(CRAWL_DELTA, crawl, counter, delta)
 end
 
 local FINAL = {done = true, dead = true, cancelled = true}
