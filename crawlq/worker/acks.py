@@ -26,8 +26,8 @@ class Acker:
         self._store = store
         self._on_flushed = on_flushed
         self._queue: queue.SimpleQueue[Outcome | None] = queue.SimpleQueue()
-        self._idle = threading.Event()
-        self._idle.set()
+        self._pending = 0  # outcomes put and not yet recorded (under _count_lock)
+        self._count_lock = threading.Lock()
         self._abort = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="crawlq-acker", daemon=True)
         self.stale = 0
@@ -37,13 +37,15 @@ class Acker:
         self._thread.start()
 
     def put(self, outcome: Outcome) -> None:
-        self._idle.clear()
+        with self._count_lock:
+            self._pending += 1
         self._queue.put(outcome)
 
     @property
     def idle(self) -> bool:
         """True when every outcome put so far has been recorded."""
-        return self._idle.is_set() and self._queue.empty()
+        with self._count_lock:
+            return self._pending == 0
 
     def stop(self, *, now: bool = False) -> None:
         """Flush what is queued (unless ``now``), then end the thread."""
@@ -68,8 +70,8 @@ class Acker:
                     batch.append(item)
             if batch:
                 self._flush(batch)
-            if self._queue.empty():
-                self._idle.set()
+                with self._count_lock:
+                    self._pending -= len(batch)
             self._on_flushed()
             if ending:
                 return

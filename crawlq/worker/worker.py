@@ -185,13 +185,17 @@ class Worker:
             self._wakeup.wait(self._wait_timeout())
             self._wakeup.clear()
             return False
+        # Quiet before the claim: nothing held and every outcome recorded (outcomes are
+        # handed to the acker under the lock that releases a held job), so a claim that
+        # then finds nothing means no due job is left, retries included.
+        with self._lock:
+            idle = not self._held
+        quiet = idle and self._acker.idle
         jobs = self._claim(free)
         if jobs:
             return False
-        with self._lock:
-            idle = not self._held
         if self.settings.burst and idle:
-            if self._acker.idle:
+            if quiet:
                 return True
             self._wakeup.wait(0.05)  # the last outcomes are being recorded
             self._wakeup.clear()
@@ -254,15 +258,17 @@ class Worker:
         """Hand an outcome to the acker, unless the job is no longer ours."""
         with self._lock:
             held = self._held.pop(job_id, None)
-        if held is None:
-            return
+            if held is None:
+                return
+            # Put under the lock: a burst worker that sees no job held must see this
+            # outcome in the acker, or it could stop before the retry it schedules.
+            self._acker.put(outcome)
         kind = type(outcome).__name__.lower()
         self.counters.outcomes[kind] = self.counters.outcomes.get(kind, 0) + 1
         if kind == "completion":
             self.counters.done += 1
         elif kind == "failure":
             self.counters.failed += 1
-        self._acker.put(outcome)
         self._wakeup.set()
 
     def _enforce_timeouts(self) -> None:

@@ -56,6 +56,22 @@ def test_failing_task_is_retried_then_dead_with_its_traceback(app: App) -> None:
     assert "Traceback" in (dead.last_error or "")
 
 
+def test_burst_worker_waits_for_retries_its_own_failures_make_due(app: App) -> None:
+    """A burst worker stops only when nothing is held, every outcome is recorded and a
+    claim after that finds nothing: a retry due at once is never left behind."""
+
+    @app.task(name="once", max_attempts=2, backoff=crawlq.Backoff(base=0.0))
+    def once(ctx: JobContext) -> int:
+        if ctx.attempt == 1:
+            raise ConnectionError("reset")
+        return ctx.attempt
+
+    for _ in range(20):
+        ids = [r.job_id for r in once.schedule_many([[] for _ in range(3)])]
+        drain(app, concurrency=3, prefetch=0)
+        assert [job(app, i).state for i in ids] == [JobState.DONE] * 3
+
+
 def test_task_recovers_on_a_later_attempt(app: App) -> None:
     @app.task(name="second", backoff=0)
     def second(ctx: JobContext) -> str:
