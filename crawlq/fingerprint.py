@@ -13,6 +13,7 @@ Keys that are not URLs (``fingerprint_key``) skip steps 1 and 2.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from urllib.parse import urlsplit, urlunsplit
 
@@ -22,10 +23,13 @@ from crawlq.exceptions import ConfigurationError
 
 FINGERPRINT_BYTES = 16
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+_CACHED = 32_768
 
 
+@functools.lru_cache(maxsize=_CACHED)
 def canonical_url(url: str) -> str:
-    """The canonical form of ``url`` (steps 1 and 2 of the module's rule)."""
+    """The canonical form of ``url`` (steps 1 and 2 of the module's rule); the last
+    ``_CACHED`` answers are remembered (a crawl meets the same links on many pages)."""
     canonical = canonicalize_url(url)
     parts = urlsplit(canonical)
     netloc = parts.netloc
@@ -44,6 +48,7 @@ def fingerprint_key(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8")).digest()[:FINGERPRINT_BYTES]
 
 
+@functools.lru_cache(maxsize=_CACHED)
 def fingerprint(url: str) -> bytes:
     """The fingerprint of ``url``: the same for every spelling of one page."""
     return fingerprint_key(canonical_url(url))
@@ -56,10 +61,15 @@ def fingerprint_of(value: str) -> bytes:
     return fingerprint_key(value)
 
 
-def check_fingerprint(value: object) -> bytes:
-    """``value`` if it is a fingerprint (16 bytes), else a ConfigurationError."""
+def check_fingerprint(value: object, what: str = "a fingerprint") -> bytes:
+    """``value`` if it is a fingerprint (16 bytes), else a ConfigurationError that calls
+    it ``what`` (a result key is a fingerprint too)."""
     if not isinstance(value, bytes) or len(value) != FINGERPRINT_BYTES:
+        if isinstance(value, bytes):
+            shown = f"{len(value)} bytes" + (f" ({value!r})" if len(value) <= 64 else "")
+        else:
+            shown = f"a {type(value).__name__}: {value!r:.80}"
         raise ConfigurationError(
-            f"a fingerprint is {FINGERPRINT_BYTES} bytes (crawlq.fingerprint), not {value!r}"
+            f"{what} is {FINGERPRINT_BYTES} bytes (crawlq.fingerprint), not {shown}"
         )
     return value

@@ -135,6 +135,14 @@ class Store(Protocol):
     - Seen sets: a fingerprint is added to a crawl's seen set once, for ever; the
       ``seen`` counter is the size of the set. A spec with ``fingerprint`` is scheduled
       only if it is new (outcome ``SEEN`` otherwise), in the same transaction.
+    - Crawl results: ``result_add`` keeps one record per (crawl, 16-byte key), the
+      first one given, for as long as the crawl exists; each new record gets the next
+      sequence number of its crawl (positive, strictly increasing). Records become
+      visible in sequence order: a reader paging with ``result_list(after=)`` while
+      writers add never skips one.
+    - Cache: an entry set with a ttl is read back until now + ttl, then it is absent;
+      ``cache_add`` sets an absent or expired entry atomically (of concurrent callers
+      exactly one wins). Expired entries are removed (``job_prune`` or natively).
     - Limits (``crawlq.limits``): a job with a ``limit_key`` is claimed only when its key
       has fewer than ``max_running`` jobs running, at least ``min_interval`` s after the
       key's last start, and not before ``blocked_until``; every other claim rule holds.
@@ -293,6 +301,51 @@ class Store(Protocol):
         """Add 16-byte fingerprints to the crawl's seen set, in one transaction; True for
         each that was new (a repeat within the batch is False). ``CrawlNotFound`` for an
         unknown crawl; a closed crawl's set still takes additions."""
+
+    def result_add(
+        self,
+        crawl_id: int,
+        items: Sequence[tuple[bytes, str]],
+        *,
+        now: Timestamp | None = None,
+    ) -> list[bool]:
+        """Keep each (16-byte key, record) of ``items`` in the crawl's results, in one
+        transaction; True for each that was new. A key the crawl already has keeps its
+        first record and gives False (so does a repeat within the batch). Each new record
+        gets the crawl's next sequence number, in order: positive and strictly increasing,
+        and a record is visible only once every record numbered before it is.
+        ``CrawlNotFound`` for an unknown crawl; a closed crawl still takes results. A key
+        that is not 16 bytes, or a record that is not a str of valid Unicode, refuses the
+        whole batch with ``ConfigurationError``."""
+
+    def result_list(
+        self, crawl_id: int, *, after: int = 0, limit: int = 1000
+    ) -> list[tuple[int, str]]:
+        """The crawl's (seq, record) pairs with seq > ``after``, in seq order, at most
+        ``limit``: page with ``after`` = the last seq read. [] when there are no more;
+        ``CrawlNotFound`` for an unknown crawl."""
+
+    def result_count(self, crawl_id: int) -> int:
+        """How many results the crawl has (without reading them); ``CrawlNotFound`` for an
+        unknown crawl."""
+
+    # -- cache ---------------------------------------------------------------------------
+
+    def cache_get(self, key: str, *, now: Timestamp | None = None) -> str | None:
+        """The value of ``key``, or None if it is absent or expired (expires_at <= now)."""
+
+    def cache_set(self, key: str, value: str, ttl: float, *, now: Timestamp | None = None) -> None:
+        """Set or overwrite ``key``, expiring at now + ``ttl`` (seconds, > 0, fractions
+        allowed). Keys and values are any str; one that is not valid Unicode (a lone
+        surrogate), or a ttl that is not a positive finite number, is refused with
+        ``ConfigurationError``."""
+
+    def cache_add(self, key: str, value: str, ttl: float, *, now: Timestamp | None = None) -> bool:
+        """Set ``key`` as ``cache_set`` does, only if it is absent or expired, atomically:
+        of many concurrent callers exactly one gets True; the others change nothing."""
+
+    def cache_delete(self, key: str) -> None:
+        """Remove ``key`` (nothing happens if it is absent)."""
 
     # -- limits --------------------------------------------------------------------------
 

@@ -250,3 +250,47 @@ def test_the_jobs_table_rebuild_keeps_rows_counters_and_the_id_sequence(db: Path
         ]
     finally:
         store.close()
+
+
+def test_0004_keeps_crawls_and_seen_sets_and_adds_the_cache_and_results(db: Path) -> None:
+    """A file at version 3 with a crawl, its seen set and jobs reaches version 4 with all
+    of them intact; the new cache and results work on the old crawl."""
+    old = migration_files()[:3]
+    assert [name for _, name, _ in old][-1] == "0003_crawls.sql"
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute(load_queries("crawlq.stores.sqlite")["migrations_create"])
+        for version, name, sql in old:
+            for statement in split_statements(sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO crawlq_migrations VALUES (?, ?, 0)", (version, name))
+        conn.commit()
+    # the crawl and its jobs written by a crawlq that knew only 0001 to 0003
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute(
+            "INSERT INTO crawlq_crawls (name, meta, state, created_at) "
+            "VALUES ('old', '{}', 'running', 1.0)"
+        )
+        conn.execute("INSERT INTO crawlq_seen (crawl_id, fp) VALUES (1, ?)", (bytes(16),))
+        conn.execute(
+            "INSERT INTO crawlq_jobs (queue, task, args, kwargs, priority, run_at, state, "
+            "max_attempts, lease_seconds, created_at, crawl_id) "
+            "VALUES ('q', 't', '[]', '{}', 0, 1e12, 'scheduled', 3, 30, 1.0, 1)"
+        )
+        conn.commit()
+        crawls_before = conn.execute("SELECT * FROM crawlq_crawls").fetchall()
+        jobs_before = conn.execute("SELECT * FROM crawlq_jobs").fetchall()
+    store = open_store(url(db))
+    try:
+        assert [name for _, name in applied(db)][-1] == "0004_cache_results.sql"
+        with closing(sqlite3.connect(db)) as conn:
+            assert conn.execute("SELECT * FROM crawlq_crawls").fetchall() == crawls_before
+            assert conn.execute("SELECT * FROM crawlq_jobs").fetchall() == jobs_before
+        info = store.crawl_get(1)
+        assert info is not None and (info.name, info.pending, info.seen) == ("old", 1, 1)
+        assert store.seen_add(1, [bytes(16), b"x" * 16]) == [False, True]
+        assert store.result_add(1, [(bytes(16), "record")]) == [True]
+        assert store.result_list(1) == [(1, "record")]
+        store.cache_set("k", "v", 60)
+        assert store.cache_get("k") == "v"
+    finally:
+        store.close()

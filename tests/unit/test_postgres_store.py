@@ -362,7 +362,34 @@ def test_concurrent_opens_migrate_once(open_pg: OpenPG, raw: Any) -> None:
         (1, "0001_initial.sql"),
         (2, "0002_workers.sql"),
         (3, "0003_crawls.sql"),
+        (4, "0004_cache_results.sql"),
     ]
+
+
+def test_a_schema_at_0003_migrates_to_0004_keeping_its_crawls(
+    open_pg: OpenPG, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A schema left at version 3 (a crawl, its seen set, a job) reaches version 4 with all
+    of it intact; the old crawl takes results, and the cache works."""
+    from crawlq.stores.postgres import store as pg
+
+    known = pg._known_migrations()
+    monkeypatch.setattr(pg, "_known_migrations", lambda: {v: known[v] for v in (1, 2, 3)})
+    old = open_pg()
+    crawl = old.crawl_create(crawlq.CrawlSpec(name="old"), [spec(delay=10**6)], now=T0)
+    assert old.seen_add(crawl.id, [bytes(16)], now=T0) == [True]
+    assert raw.execute("SELECT to_regclass('crawlq_results')").fetchone() == (None,)
+    before = raw.execute("SELECT * FROM crawlq_crawls").fetchall()
+    monkeypatch.undo()
+    new = open_pg()
+    applied = raw.execute("SELECT version FROM crawlq_migrations ORDER BY version").fetchall()
+    assert applied == [(1,), (2,), (3,), (4,)]
+    assert raw.execute("SELECT * FROM crawlq_crawls").fetchall() == before
+    assert new.seen_add(crawl.id, [bytes(16)], now=T0) == [False]
+    assert new.result_add(crawl.id, [(bytes(16), "record")], now=T0) == [True]
+    assert new.result_list(crawl.id) == [(1, "record")]
+    new.cache_set("k", "v", 60, now=T0)
+    assert new.cache_get("k", now=T0) == "v"
 
 
 def test_a_schema_from_a_newer_crawlq_is_refused(open_pg: OpenPG, raw: Any) -> None:

@@ -210,6 +210,8 @@ def test_every_key_follows_the_documented_layout(server: servers.PrivateRedis, p
         [spec(limit_key="h:1", fingerprint=bytes(16)), spec(limit_key="h:1")],
     )
     store.seen_add(crawl.id, [b"x" * 16])
+    store.result_add(crawl.id, [(b"y" * 16, "{}")])
+    store.cache_set("robots:h:1", "User-agent: *", 60.0)
     store.limit_set("h:2", Limits(min_interval=1.0))
     store.limit_block("h:3", 1e12)
     store.limit_set_default("q", Limits(max_running=2))
@@ -230,9 +232,31 @@ def test_every_key_follows_the_documented_layout(server: servers.PrivateRedis, p
         ("limit_defaults", {}),
         ("crawls", {}),
         ("crawl_ids", {}),
+        ("result_keys", {"crawl": crawl.id}),
+        ("results", {"crawl": crawl.id}),
+        ("cache", {"ckey": "robots:h:1"}),
     ]
     for name, parts in expected:
         assert keys.key(name, prefix, **parts) in names, name
+    store.close()
+
+
+def test_cache_entries_expire_natively_a_minute_after_their_ttl(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    """Expired entries do not pile up: each key has a native expiry, on the server's clock,
+    of ttl plus a grace (a caller's ``now`` can be any time, so the stored expires_at
+    decides; the native expiry only frees the memory)."""
+    from crawlq.stores.redis import keys
+
+    store = open_on(server.url, prefix)
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    store.cache_set("a", "v", 10.0)
+    assert store.cache_add("b", "v", 0.5, now=1_000_000.0)
+    assert 69_000 < client.pttl(keys.key("cache", prefix, ckey="a")) <= 70_000
+    assert 60_000 < client.pttl(keys.key("cache", prefix, ckey="b")) <= 60_500
+    store.cache_set("a", "w", 3600.0)  # an overwrite sets a new expiry
+    assert client.pttl(keys.key("cache", prefix, ckey="a")) > 3_600_000
     store.close()
 
 

@@ -611,3 +611,58 @@ LEFT JOIN crawlq_jobs AS f ON f.id = k.front
 WHERE k.key > %(after)s
 ORDER BY k.key
 LIMIT %(limit)s;
+
+-- name: result_lock
+-- The crawl's last sequence number, its counter row made if need be and locked until the
+-- transaction ends (writers of one crawl take turns); no row if the crawl does not exist.
+INSERT INTO crawlq_result_seqs AS s (crawl_id, last_seq)
+SELECT id, 0 FROM crawlq_crawls WHERE id = %(crawl_id)s
+ON CONFLICT (crawl_id) DO UPDATE SET last_seq = s.last_seq
+RETURNING last_seq;
+
+-- name: result_known
+-- Which of the keys the crawl already has (the caller holds its counter row).
+SELECT key FROM crawlq_results WHERE crawl_id = %(crawl_id)s AND key = ANY(%(keys)s::bytea[]);
+
+-- name: result_insert
+INSERT INTO crawlq_results (crawl_id, key, seq, record)
+SELECT %(crawl_id)s::bigint, r.key, r.seq, r.record
+FROM unnest(%(keys)s::bytea[], %(seqs)s::bigint[], %(records)s::bytea[]) AS r(key, seq, record);
+
+-- name: result_seq_set
+UPDATE crawlq_result_seqs SET last_seq = %(last_seq)s WHERE crawl_id = %(crawl_id)s;
+
+-- name: result_list
+SELECT seq, record FROM crawlq_results
+WHERE crawl_id = %(crawl_id)s AND seq > %(after)s
+ORDER BY seq
+LIMIT %(limit)s;
+
+-- name: result_count
+-- The crawl (none if it does not exist) and its number of results.
+SELECT c.id, coalesce(s.last_seq, 0) AS n
+FROM crawlq_crawls AS c LEFT JOIN crawlq_result_seqs AS s ON s.crawl_id = c.id
+WHERE c.id = %(crawl_id)s;
+
+-- name: cache_get
+SELECT value FROM crawlq_cache
+WHERE key_hash = %(key_hash)s AND expires_at > crawlq_now(%(now)s);
+
+-- name: cache_set
+INSERT INTO crawlq_cache (key_hash, key, value, expires_at)
+VALUES (%(key_hash)s, %(key)s, %(value)s, crawlq_now(%(now)s) + %(ttl)s)
+ON CONFLICT (key_hash) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at;
+
+-- name: cache_add
+-- A row comes back only if the entry was absent or expired (and is now this one).
+INSERT INTO crawlq_cache AS c (key_hash, key, value, expires_at)
+VALUES (%(key_hash)s, %(key)s, %(value)s, crawlq_now(%(now)s) + %(ttl)s)
+ON CONFLICT (key_hash) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at
+WHERE c.expires_at <= crawlq_now(%(now)s)
+RETURNING 1 AS added;
+
+-- name: cache_delete
+DELETE FROM crawlq_cache WHERE key_hash = %(key_hash)s;
+
+-- name: cache_prune
+DELETE FROM crawlq_cache WHERE expires_at <= crawlq_now(%(now)s);

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import operator
 import re
@@ -71,6 +72,13 @@ from crawlq.stores.base import (
     JobFilter,
     Release,
     WaitParams,
+)
+from crawlq.stores.checks import (
+    check_page,
+    check_results,
+    check_text,
+    check_ttl,
+    first_of_each,
 )
 from crawlq.stores.conflict import Request, merge
 from crawlq.stores.crawlrows import crawl_info, key_limit, limits_json, on_finish_json
@@ -280,6 +288,12 @@ def _check_fingerprints(specs: Sequence[JobSpec]) -> None:
     for s in specs:
         if s.fingerprint is not None:
             check_fingerprint(s.fingerprint)
+
+
+def _cache_key(key: str) -> dict[str, bytes]:
+    """A cache key's parameters: its UTF-8 bytes, and their SHA-256 that finds it."""
+    encoded = check_text(key, "a cache key").encode("utf-8")
+    return {"key": encoded, "key_hash": hashlib.sha256(encoded).digest()}
 
 
 def _crawl_from_row(row: DictRow) -> CrawlInfo:
@@ -820,6 +834,7 @@ class PostgresStore:
         def work(conn: Conn) -> int:
             pruned = conn.execute(Q["job_prune"], params).rowcount
             conn.execute(Q["job_prune_keys"], {"now": now})
+            conn.execute(Q["cache_prune"], {"now": now})  # expired cache entries
             return pruned
 
         return self._run("pruning finished jobs", work, transaction=False)
@@ -1079,6 +1094,91 @@ class PostgresStore:
             return self._seen_add(conn, [(crawl_id, fp) for fp in fingerprints], now)
 
         return self._run("adding to a seen set", work)
+
+    def result_add(
+        self,
+        crawl_id: int,
+        items: Sequence[tuple[bytes, str]],
+        *,
+        now: Timestamp | None = None,
+    ) -> list[bool]:
+        """Numbered from the crawl's row in ``crawlq_result_seqs``, locked until commit, so
+        one crawl's records commit in seq order (see migration 0004)."""
+        checked = check_results(items)
+        firsts = first_of_each([key for key, _ in checked])
+        records = [record.encode("utf-8") for _, record in checked]
+
+        def work(conn: Conn) -> list[bool]:
+            row = conn.execute(Q["result_lock"], {"crawl_id": crawl_id}).fetchone()
+            if row is None:
+                raise CrawlNotFound(f"crawl {crawl_id} does not exist (crawl_create makes one)")
+            if not checked:
+                return []
+            keys = [key for (key, _), first in zip(checked, firsts, strict=True) if first]
+            params = {"crawl_id": crawl_id, "keys": keys}
+            known = {bytes(r["key"]) for r in conn.execute(Q["result_known"], params)}
+            last_seq = int(row["last_seq"])
+            answers: list[bool] = []
+            new: dict[str, list[Any]] = {"keys": [], "seqs": [], "records": []}
+            for (key, _), record, first in zip(checked, records, firsts, strict=True):
+                is_new = first and key not in known
+                answers.append(is_new)
+                if is_new:
+                    last_seq += 1
+                    new["keys"].append(key)
+                    new["seqs"].append(last_seq)
+                    new["records"].append(record)
+            if new["keys"]:
+                conn.execute(Q["result_insert"], {"crawl_id": crawl_id, **new})
+                conn.execute(Q["result_seq_set"], {"crawl_id": crawl_id, "last_seq": last_seq})
+            return answers
+
+        return self._run("adding crawl results", work)
+
+    def result_list(
+        self, crawl_id: int, *, after: int = 0, limit: int = 1000
+    ) -> list[tuple[int, str]]:
+        after, limit = check_page(after, limit)
+
+        def work(conn: Conn) -> list[DictRow]:
+            if conn.execute(Q["result_count"], {"crawl_id": crawl_id}).fetchone() is None:
+                raise CrawlNotFound(f"crawl {crawl_id} does not exist (crawl_create makes one)")
+            params = {"crawl_id": crawl_id, "after": after}
+            return conn.execute(_limited("result_list", limit), params).fetchall()
+
+        rows = self._run("listing crawl results", work, transaction=False)
+        return [(int(r["seq"]), bytes(r["record"]).decode("utf-8")) for r in rows]
+
+    def result_count(self, crawl_id: int) -> int:
+        rows = self._execute("counting crawl results", "result_count", {"crawl_id": crawl_id})
+        if not rows:
+            raise CrawlNotFound(f"crawl {crawl_id} does not exist (crawl_create makes one)")
+        return int(rows[0]["n"])
+
+    # -- cache -------------------------------------------------------------------------
+
+    def cache_get(self, key: str, *, now: Timestamp | None = None) -> str | None:
+        rows = self._execute("reading the cache", "cache_get", {**_cache_key(key), "now": now})
+        return bytes(rows[0]["value"]).decode("utf-8") if rows else None
+
+    @staticmethod
+    def _cache_params(key: str, value: str, ttl: float, now: Timestamp | None) -> dict[str, Any]:
+        return {
+            **_cache_key(key),
+            "value": check_text(value, "a cache value").encode("utf-8"),
+            "ttl": check_ttl(ttl),
+            "now": now,
+        }
+
+    def cache_set(self, key: str, value: str, ttl: float, *, now: Timestamp | None = None) -> None:
+        self._execute("writing the cache", "cache_set", self._cache_params(key, value, ttl, now))
+
+    def cache_add(self, key: str, value: str, ttl: float, *, now: Timestamp | None = None) -> bool:
+        params = self._cache_params(key, value, ttl, now)
+        return bool(self._execute("adding to the cache", "cache_add", params))
+
+    def cache_delete(self, key: str) -> None:
+        self._execute("deleting from the cache", "cache_delete", _cache_key(key))
 
     # -- limits ----------------------------------------------------------------------
 

@@ -2,8 +2,8 @@
 
 ``{p}`` is the store's prefix (URL option ``?prefix=``, default ``crawlq``), so several
 apps share one server; ``{queue}`` is a queue name, ``{id}`` a job id, ``{priority}``
-an integer, ``{crawl}`` a crawl id and ``{lkey}`` a limit key. All of one app's keys start
-with ``{p}:``.
+an integer, ``{crawl}`` a crawl id, ``{lkey}`` a limit key and ``{ckey}`` a cache key.
+All of one app's keys start with ``{p}:``.
 
 Key layout::
 
@@ -59,6 +59,14 @@ Key layout::
     {p}:limitkeys             zset    every limit key name, score 0 (ZRANGEBYLEX lists)
     {p}:limitdefaults         hash    queue -> its default Limits as JSON
                                       {"max_running": n|null, "min_interval": s}
+    {p}:rkeys:{crawl}         hash    the crawl's result keys: raw 16 bytes -> seq; its
+                                      HLEN is the number of results and the last seq
+                                      (seqs are 1, 2, 3, ... and never deleted)
+    {p}:results:{crawl}       hash    the crawl's result records: seq -> record text
+                                      (result_list reads seqs after+1 ... with HMGET)
+    {p}:cache:{ckey}          hash    one cache entry: value, expires_at; it also
+                                      expires natively (PEXPIRE) a minute after
+                                      expires_at on the server's clock
 
 A job hash holds the fields of ``crawlq.jobs.Job`` except ``id`` (it is in the key); a
 field that is None is absent. ``state`` is one of pending, running, done, dead,
@@ -125,6 +133,9 @@ TEMPLATES: dict[str, str] = {
     "limit_waiting": "{p}:lwait:{lkey}",
     "limit_keys": "{p}:limitkeys",
     "limit_defaults": "{p}:limitdefaults",
+    "result_keys": "{p}:rkeys:{crawl}",
+    "results": "{p}:results:{crawl}",
+    "cache": "{p}:cache:{ckey}",
 }
 """Key (and channel) name templates; ``finished`` takes state done, dead or cancelled."""
 

@@ -59,6 +59,7 @@ from crawlq.stores.base import (
     Release,
     WaitParams,
 )
+from crawlq.stores.checks import check_page, check_results, check_text, check_ttl
 from crawlq.stores.redis import keys
 from crawlq.stores.workers import worker_info
 from crawlq.types import JobId, Timestamp
@@ -102,6 +103,10 @@ SCRIPTS = (
     "crawl_resume",
     "crawl_cancel",
     "seen_add",
+    "result_add",
+    "result_read",
+    "cache_get",
+    "cache_set",
     "limit_set",
     "limit_block",
     "limit_read",
@@ -927,6 +932,70 @@ class RedisStore:
         if answers == [-1]:
             raise CrawlNotFound(f"crawl {crawl_id} does not exist: create it with crawl_create")
         return [bool(a) for a in answers]
+
+    def result_add(
+        self,
+        crawl_id: int,
+        items: Sequence[tuple[bytes, str]],
+        *,
+        now: Timestamp | None = None,
+    ) -> list[bool]:
+        """Numbered 1, 2, 3, ... by the script (HLEN of the crawl's keys + 1)."""
+        pairs = [part for item in check_results(items) for part in item]
+        args: list[Any] = [_now_arg(now), str(operator.index(crawl_id)), *pairs]
+        answers = self._run("adding crawl results", "result_add", args)
+        if answers == [-1]:
+            raise CrawlNotFound(f"crawl {crawl_id} does not exist: create it with crawl_create")
+        return [bool(a) for a in answers]
+
+    def _result_read(self, operation: str, crawl_id: int, *args: str) -> list[Any]:
+        """The script's reply: [n, record...] (see result_read.lua)."""
+        reply: list[Any] = self._run(
+            operation, "result_read", ["", str(operator.index(crawl_id)), *args]
+        )
+        if reply == [-1]:
+            raise CrawlNotFound(f"crawl {crawl_id} does not exist: create it with crawl_create")
+        return reply
+
+    def result_list(
+        self, crawl_id: int, *, after: int = 0, limit: int = 1000
+    ) -> list[tuple[int, str]]:
+        after, limit = check_page(after, limit)
+        reply = self._result_read("listing crawl results", crawl_id, "list", str(after), str(limit))
+        return [(after + i, str(record)) for i, record in enumerate(reply[1:], start=1)]
+
+    def result_count(self, crawl_id: int) -> int:
+        return int(self._result_read("counting crawl results", crawl_id, "count")[0])
+
+    # -- cache -------------------------------------------------------------------------
+
+    def cache_get(self, key: str, *, now: Timestamp | None = None) -> str | None:
+        args = [_now_arg(now), check_text(key, "a cache key")]
+        value = self._run("reading the cache", "cache_get", args)
+        return None if value is None else str(value)
+
+    def _cache_write(
+        self, operation: str, mode: str, key: str, value: str, ttl: float, now: Timestamp | None
+    ) -> bool:
+        args = [
+            _now_arg(now),
+            check_text(key, "a cache key"),
+            check_text(value, "a cache value"),
+            repr(check_ttl(ttl)),
+            mode,
+        ]
+        return bool(self._run(operation, "cache_set", args))
+
+    def cache_set(self, key: str, value: str, ttl: float, *, now: Timestamp | None = None) -> None:
+        self._cache_write("writing the cache", "set", key, value, ttl, now)
+
+    def cache_add(self, key: str, value: str, ttl: float, *, now: Timestamp | None = None) -> bool:
+        return self._cache_write("adding to the cache", "add", key, value, ttl, now)
+
+    def cache_delete(self, key: str) -> None:
+        name = keys.key("cache", self._prefix, ckey=check_text(key, "a cache key"))
+        with _translate("deleting from the cache"):
+            self._client.delete(name)
 
     # -- limits --------------------------------------------------------------------------
 

@@ -430,3 +430,44 @@ DELETE FROM crawlq_limits
 WHERE pending = 0 AND running = 0 AND source <> 'override'
   AND coalesce(blocked_until, 0) < :now
   AND coalesce(last_start + min_interval, 0) < :now;
+
+-- name: result_last_seq
+-- The crawl's last sequence number, which is also its number of results (0 for none).
+SELECT coalesce(max(seq), 0) FROM crawlq_results WHERE crawl_id = :crawl_id;
+
+-- name: result_insert
+-- A row comes back only if the key was new to the crawl (its first record stays).
+INSERT INTO crawlq_results (crawl_id, key, seq, record)
+VALUES (:crawl_id, :key, :seq, :record)
+ON CONFLICT (crawl_id, key) DO NOTHING
+RETURNING seq;
+
+-- name: result_list
+SELECT seq, record FROM crawlq_results
+WHERE crawl_id = :crawl_id AND seq > :after
+ORDER BY seq
+LIMIT :limit;
+
+-- name: cache_get
+SELECT value FROM crawlq_cache WHERE key = :key AND expires_at > :now;
+
+-- name: cache_live
+-- Read-only probe: the entry is there and unexpired.
+SELECT EXISTS (SELECT 1 FROM crawlq_cache WHERE key = :key AND expires_at > :now);
+
+-- name: cache_set
+INSERT INTO crawlq_cache (key, value, expires_at) VALUES (:key, :value, :now + :ttl)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at;
+
+-- name: cache_add
+-- A row comes back only if the entry was absent or expired (and is now this one).
+INSERT INTO crawlq_cache (key, value, expires_at) VALUES (:key, :value, :now + :ttl)
+ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at
+WHERE crawlq_cache.expires_at <= :now
+RETURNING 1;
+
+-- name: cache_delete
+DELETE FROM crawlq_cache WHERE key = :key;
+
+-- name: cache_prune
+DELETE FROM crawlq_cache WHERE expires_at <= :now;

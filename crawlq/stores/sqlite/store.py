@@ -54,6 +54,7 @@ from crawlq.stores.base import (
     Release,
     WaitParams,
 )
+from crawlq.stores.checks import check_page, check_results, check_text, check_ttl
 from crawlq.stores.conflict import Request, merge
 from crawlq.stores.crawlrows import (
     crawl_info,
@@ -749,6 +750,7 @@ class SQLiteStore:
 
         def work(conn: sqlite3.Connection) -> int:
             conn.execute(Q["limit_prune"], {"now": t})  # key records that say nothing
+            conn.execute(Q["cache_prune"], {"now": t})  # expired cache entries
             queues = {r["queue"] for r in conn.execute(Q["queue_counts"])}
             return sum(
                 conn.execute(
@@ -1020,6 +1022,93 @@ class SQLiteStore:
             ]
 
         return self._write("adding to a seen set", work)
+
+    def _crawl_exists(self, conn: sqlite3.Connection, crawl_id: int) -> None:
+        if conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone() is None:
+            raise CrawlNotFound(f"crawl {crawl_id} does not exist")
+
+    def result_add(
+        self,
+        crawl_id: int,
+        items: Sequence[tuple[bytes, str]],
+        *,
+        now: Timestamp | None = None,
+    ) -> list[bool]:
+        """Numbered MAX(seq) + 1 inside the write transaction (writers take turns)."""
+        checked = check_results(items)
+
+        def work(conn: sqlite3.Connection) -> list[bool]:
+            self._crawl_exists(conn, crawl_id)
+            seq = int(conn.execute(Q["result_last_seq"], {"crawl_id": crawl_id}).fetchone()[0])
+            answers: list[bool] = []
+            for key, record in checked:
+                params = {"crawl_id": crawl_id, "key": key, "seq": seq + 1, "record": record}
+                new = conn.execute(Q["result_insert"], params).fetchone() is not None
+                seq += new
+                answers.append(new)
+            return answers
+
+        return self._write("adding crawl results", work)
+
+    def result_list(
+        self, crawl_id: int, *, after: int = 0, limit: int = 1000
+    ) -> list[tuple[int, str]]:
+        after, limit = check_page(after, limit)
+        params = {"crawl_id": crawl_id, "after": after, "limit": limit}
+
+        def work(conn: sqlite3.Connection) -> list[tuple[int, str]]:
+            self._crawl_exists(conn, crawl_id)
+            rows = conn.execute(Q["result_list"], params).fetchall()
+            return [(int(r["seq"]), str(r["record"])) for r in rows]
+
+        return self._read("listing crawl results", work)
+
+    def result_count(self, crawl_id: int) -> int:
+        def work(conn: sqlite3.Connection) -> int:
+            self._crawl_exists(conn, crawl_id)
+            row = conn.execute(Q["result_last_seq"], {"crawl_id": crawl_id}).fetchone()
+            return int(row[0])
+
+        return self._read("counting crawl results", work)
+
+    # -- cache -------------------------------------------------------------------------
+
+    def cache_get(self, key: str, *, now: Timestamp | None = None) -> str | None:
+        params = {"key": check_text(key, "a cache key"), "now": self._now(now)}
+        row = self._read(
+            "reading the cache", lambda c: c.execute(Q["cache_get"], params).fetchone()
+        )
+        return None if row is None else str(row["value"])
+
+    def _cache_params(
+        self, key: str, value: str, ttl: float, now: Timestamp | None
+    ) -> dict[str, Any]:
+        return {
+            "key": check_text(key, "a cache key"),
+            "value": check_text(value, "a cache value"),
+            "ttl": check_ttl(ttl),
+            "now": self._now(now),
+        }
+
+    def cache_set(self, key: str, value: str, ttl: float, *, now: Timestamp | None = None) -> None:
+        params = self._cache_params(key, value, ttl, now)
+        self._write("writing the cache", lambda c: c.execute(Q["cache_set"], params))
+
+    def cache_add(self, key: str, value: str, ttl: float, *, now: Timestamp | None = None) -> bool:
+        params = self._cache_params(key, value, ttl, now)
+        if self._read(
+            "probing the cache",
+            lambda c: bool(c.execute(Q["cache_live"], params).fetchone()[0]),
+        ):
+            return False  # the losers of a race for a lock take no write lock
+        return self._write(
+            "adding to the cache",
+            lambda c: c.execute(Q["cache_add"], params).fetchone() is not None,
+        )
+
+    def cache_delete(self, key: str) -> None:
+        params = {"key": check_text(key, "a cache key")}
+        self._write("deleting from the cache", lambda c: c.execute(Q["cache_delete"], params))
 
     # -- limits ------------------------------------------------------------------------
 

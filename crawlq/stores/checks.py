@@ -1,0 +1,67 @@
+"""Arguments of the cache and of crawl results, checked in Python before any I/O, so that
+every store refuses the same values with the same message (and no driver error for a bad
+value ever reaches a user)."""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+
+from crawlq.exceptions import ConfigurationError
+from crawlq.fingerprint import check_fingerprint
+
+
+def check_text(value: object, what: str) -> str:
+    """``value`` if it is a str every store can keep (any Unicode text, NUL included),
+    else a ConfigurationError: not a str, or holding a lone surrogate (not UTF-8)."""
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{what} must be a str, not a {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ConfigurationError(
+            f"{what} is not valid Unicode text: {exc.reason} at index {exc.start} "
+            f"({value[exc.start : exc.end]!r}); decode bytes with errors='replace' first"
+        ) from None
+    return value
+
+
+def check_ttl(ttl: object) -> float:
+    """A cache entry's time to live: a positive, finite number of seconds."""
+    number = isinstance(ttl, int | float) and not isinstance(ttl, bool)
+    seconds = float(ttl) if number else math.nan  # type: ignore[arg-type]
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ConfigurationError(
+            f"a cache ttl is a positive number of seconds (e.g. 3600 or 0.5), not {ttl!r}"
+        )
+    return seconds
+
+
+def check_results(items: Sequence[tuple[bytes, str]]) -> list[tuple[bytes, str]]:
+    """``result_add``'s items: each a (16-byte key, record text) pair."""
+    checked: list[tuple[bytes, str]] = []
+    for item in items:
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise ConfigurationError(
+                f"a result is a (16-byte key, record text) tuple, not {item!r:.80}"
+            )
+        key, record = item
+        checked.append((check_fingerprint(key, "a result key"), check_text(record, "a result")))
+    return checked
+
+
+def check_page(after: int, limit: int) -> tuple[int, int]:
+    """``result_list``'s paging: whole numbers (``after`` below 0 reads from the start;
+    ``limit`` 0 or less reads nothing)."""
+    return max(operator.index(after), 0), max(operator.index(limit), 0)
+
+
+def first_of_each(keys: Sequence[bytes]) -> list[bool]:
+    """For each key, whether it is its first occurrence in ``keys``."""
+    seen: set[bytes] = set()
+    firsts: list[bool] = []
+    for key in keys:
+        firsts.append(key not in seen)
+        seen.add(key)
+    return firsts
