@@ -1,6 +1,7 @@
 """The ``crawlq`` command: ``main()`` and the assembly of its subcommands.
 
-One module per subcommand group: ``worker``, ``workers``, ``stats``, ``jobs`` (jobs, job,
+One module per subcommand group: ``crawl`` (crawl, crawl-export: the built-in
+crawler), ``worker``, ``workers``, ``stats``, ``jobs`` (jobs, job,
 cancel, prune), ``dlq``, ``schedule``, ``crawls`` (crawls, crawl-status, crawl-pause,
 crawl-resume, crawl-cancel) and ``limits`` (limit set, default, block, show). ``common``
 holds the ``--app``/``--store`` target and error handling, ``output`` the tables and
@@ -14,6 +15,7 @@ from __future__ import annotations
 import click
 
 from crawlq.cli.common import CrawlqGroup, Target, group_target_options
+from crawlq.cli.crawl import crawl, crawl_export
 from crawlq.cli.crawls import crawl_cancel, crawl_pause, crawl_resume, crawl_status, crawls
 from crawlq.cli.dlq import dlq
 from crawlq.cli.jobs import cancel, job, jobs, prune
@@ -34,12 +36,12 @@ def cli(ctx: click.Context) -> None:
     """crawlq: a durable job queue for web scraping.
 
     --app and --store can be given here or to each command (the command's value wins).
-    Commands that only read or manage jobs, crawls and limits (stats, workers, jobs, job,
-    dlq, cancel, prune, schedule, crawls, crawl-*, limit) need only a store; worker needs
-    --app.
+    Every command works with only a store (default: sqlite:///crawlq.db); worker runs
+    the built-in crawler's pages, plus the tasks of --app when given.
 
     \b
     Example:
+      crawlq crawl https://example.com/ --max-pages 100 -o pages.jsonl
       export CRAWLQ_STORE=sqlite:///jobs.db
       crawlq schedule fetch --app myjobs:app --args '["https://example.com"]'
       crawlq worker --app myjobs:app --concurrency 8
@@ -49,6 +51,8 @@ def cli(ctx: click.Context) -> None:
 
 
 for command in (
+    crawl,
+    crawl_export,
     worker,
     workers,
     schedule,

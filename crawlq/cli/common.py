@@ -153,13 +153,8 @@ def load_app(ref: str) -> App:
     return obj
 
 
-def _build_app(target: Target, need_app: str | None) -> App:
+def _build_app(target: Target) -> App:
     if target.app_ref is None:
-        if need_app is not None:
-            raise click.UsageError(
-                f"{need_app} needs the app that defines its tasks: give --app module:app "
-                f"(or set {ENV_APP})"
-            )
         return App(target.store_url or DEFAULT_STORE_URL)
     app = load_app(target.app_ref)
     if target.store_url:
@@ -182,12 +177,9 @@ def app_reference() -> str | None:
 
 
 @contextmanager
-def open_app(need_app: str | None = None) -> Iterator[App]:
-    """The app the options name (or a bare App on the store), closed afterwards.
-
-    ``need_app`` is the command's name when it cannot work without ``--app``.
-    """
-    app = _build_app(current_target(), need_app)
+def open_app() -> Iterator[App]:
+    """The app the options name (or a bare App on the store), closed afterwards."""
+    app = _build_app(current_target())
     try:
         yield app
     finally:

@@ -19,6 +19,7 @@ from crawlq.config import (
     RUNTIME_NAMES,
     WorkerSettings,
 )
+from crawlq.crawler.pages import install as install_crawler
 from crawlq.worker.worker import Worker
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -153,7 +154,10 @@ def worker(
     burst: bool,
     log_level: str,
 ) -> None:
-    """Run the jobs of an app's tasks until stopped.
+    """Run the jobs of an app's tasks, and the built-in crawler's pages, until stopped.
+
+    Without --app it runs only the pages of crawls made by `crawlq crawl --detach` (use
+    --runtime asyncio for them).
 
     The first SIGTERM or SIGINT (Ctrl-C) stops claiming and gives running jobs
     --shutdown-grace seconds to finish; a second one releases them at once. Released
@@ -164,6 +168,7 @@ def worker(
     \b
     Example:
       crawlq worker --app myjobs:app --concurrency 8
+      crawlq worker --store postgresql://db/crawl --runtime asyncio --concurrency 64
       crawlq worker --app myjobs:app --queue pages --queue feeds --burst
       crawlq worker --app myjobs:app --runtime asyncio --concurrency 1000
       crawlq worker --app myjobs:app --runtime process --concurrency 4 \\
@@ -181,7 +186,8 @@ def worker(
         max_jobs_per_child=max_jobs_per_child,
         max_memory_per_child=max_memory_per_child,
     )
-    with open_app(need_app="crawlq worker") as app, logging_to_stderr(log_level):
+    with open_app() as app, logging_to_stderr(log_level):
+        install_crawler(app)
         running = Worker(app, settings, app_ref=app_reference())
         running.run()
         click.echo(summary(running))

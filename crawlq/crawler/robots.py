@@ -59,7 +59,7 @@ class Robots:
     again.
     """
 
-    __slots__ = ("_allow_all", "_rules", "status", "temporary", "url")
+    __slots__ = ("_allow_all", "_rules", "error", "status", "temporary", "url")
 
     def __init__(
         self,
@@ -69,6 +69,7 @@ class Robots:
         allow_all: bool = False,
         status: int | None = None,
         temporary: bool = False,
+        error: str | None = None,
     ) -> None:
         """Prefer ``parse`` and ``unavailable``; ``rules=None`` allows everything when
         ``allow_all``, else nothing."""
@@ -77,6 +78,7 @@ class Robots:
         self._allow_all = allow_all
         self.status = status
         self.temporary = temporary
+        self.error = error
 
     @classmethod
     def parse(cls, text: str, url: str) -> Robots:
@@ -91,15 +93,17 @@ class Robots:
         return cls(url, rules)
 
     @classmethod
-    def unavailable(cls, status: int | None, url: str | None = None) -> Robots:
+    def unavailable(
+        cls, status: int | None, url: str | None = None, error: str | None = None
+    ) -> Robots:
         """The rules when the file could not be had: ``status`` is the HTTP status, or
-        None for a network error; ``url`` (optional) any URL on the origin. ValueError
-        for a 1xx or 2xx status (a 2xx file is ``parse``d)."""
+        None for a network error (``error`` says which); ``url`` (optional) any URL on
+        the origin. ValueError for a 1xx or 2xx status (a 2xx file is ``parse``d)."""
         if status is not None and not 300 <= status <= 599:
             raise ValueError(f"status {status} is not a failure: parse the file instead")
         if status is not None and status < 500 and status != 429:
             return cls(url, None, allow_all=True, status=status)
-        return cls(url, None, allow_all=False, status=status, temporary=True)
+        return cls(url, None, allow_all=False, status=status, temporary=True, error=error)
 
     @property
     def allows_everything(self) -> bool:

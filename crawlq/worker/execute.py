@@ -16,6 +16,7 @@ from crawlq.jobs import Job
 from crawlq.payload import encode_result
 from crawlq.retry import Backoff, decide
 from crawlq.stores.base import Completion, Failure, Release
+from crawlq.worker.loops import close_loop_resources
 
 if TYPE_CHECKING:
     from crawlq.app import App
@@ -163,4 +164,7 @@ async def in_daemon_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 async def _awaited(value: Any) -> Any:
-    return await value
+    try:
+        return await value
+    finally:
+        await close_loop_resources()  # this loop ends with the job

@@ -32,6 +32,10 @@ class Processes:
         env["PYTHONPATH"] = str(self.workdir)
         return env
 
+    def argv(self, *args: str) -> list[str]:
+        """The command line of ``python -m crawlq ARGS``."""
+        return [sys.executable, "-m", "crawlq", *args]
+
     def crawlq(self, *args: str, log: str | None = None) -> subprocess.Popen[str]:
         """Start ``python -m crawlq ARGS``; stderr goes to ``log`` in the workdir."""
         return self.spawn([sys.executable, "-m", "crawlq", *args], log=log)

@@ -165,14 +165,14 @@ def test_a_limited_key_never_overlaps_and_keeps_its_interval_while_others_flow(
     procs.write_module("crawltasks", TASKS)
     app = crawlq.App(procs.store_url)
     polite = app.task(name="polite", lease=5.0)(lambda ctx, n, s: None)
-    app.set_limit("slow.example", max_running=1, min_interval=0.5)
-    slow = [polite.spec(i, 0.05, limit_key="slow.example") for i in range(100)]
+    app.set_limit("slow.example", max_running=1, min_interval=0.3)
+    slow = [polite.spec(i, 0.05, limit_key="slow.example") for i in range(50)]
     others = [polite.spec(i, 0.05, limit_key=f"host{i % 20}.example") for i in range(400)]
     app.schedule_many(slow + others)
     started = time.time()
     workers = [worker(procs, i) for i in range(4)]
     wait_until(
-        lambda: sum(s.done for s in app.stats()) == 500, timeout=120, what="every job to finish"
+        lambda: sum(s.done for s in app.stats()) == 450, timeout=120, what="every job to finish"
     )
     for proc in workers:
         proc.send_signal(signal.SIGTERM)
@@ -182,15 +182,15 @@ def test_a_limited_key_never_overlaps_and_keeps_its_interval_while_others_flow(
     for _what, key, job_id, at in rows:
         if key == "slow.example":
             runs[job_id].append(at)
-    assert len(runs) == 100
+    assert len(runs) == 50
     spans = sorted((min(times), max(times)) for times in runs.values())
     overlaps = [(a, b) for a, b in itertools.pairwise(spans) if b[0] < a[1]]
     assert overlaps == []
     # starts as the store saw them (the claim), on its own clock
     claims = sorted(app.get_job(job_id).started_at or 0.0 for job_id in runs)  # type: ignore[union-attr]
     gaps = [b - a for a, b in itertools.pairwise(claims)]
-    assert min(gaps) >= 0.49, sorted(gaps)[:5]
+    assert min(gaps) >= 0.29, sorted(gaps)[:5]
     other_ends = [at for what, key, _j, at in rows if what == "end" and key != "slow.example"]
-    # the 400 other jobs are not held up behind the slow key (it takes 50 s on its own)
-    assert len(other_ends) == 400 and max(other_ends) - started < 25, max(other_ends) - started
+    # the 400 other jobs are not held up behind the slow key (it takes 15 s on its own)
+    assert len(other_ends) == 400 and max(other_ends) - started < 10, max(other_ends) - started
     app.close()

@@ -31,6 +31,7 @@ import pytest
 from crawlq.crawler.addresses import AddressPolicy
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT, Fetcher, FetchResult, FetchSettings
 from crawlq.exceptions import ConfigurationError
+from tests.crawlsite import gzip_bomb
 
 T = TypeVar("T")
 OPEN = AddressPolicy(allow_private=True)
@@ -45,22 +46,6 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
 async def fetch(url: str, settings: FetchSettings | None = None) -> FetchResult:
     async with Fetcher(settings or FetchSettings(policy=OPEN)) as fetcher:
         return await fetcher.fetch(url)
-
-
-@functools.cache
-def gzip_bomb() -> bytes:
-    """1 GiB of zeros as one gzip member of about 1 MB, built from a repeated block."""
-    zeros = bytes(MIB)
-    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
-    head = compressor.compress(zeros) + compressor.flush(zlib.Z_FULL_FLUSH)
-    block = compressor.compress(zeros) + compressor.flush(zlib.Z_FULL_FLUSH)
-    assert compressor.compress(zeros) + compressor.flush(zlib.Z_FULL_FLUSH) == block
-    tail = compressor.flush()[:-8]  # final empty block; the trailer is written below
-    crc = zlib.crc32(zeros)
-    for _ in range(1023):
-        crc = zlib.crc32(zeros, crc)
-    trailer = crc.to_bytes(4, "little") + (1024 * MIB % 2**32).to_bytes(4, "little")
-    return head + block * 1023 + tail + trailer
 
 
 @functools.cache

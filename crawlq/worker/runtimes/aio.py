@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from crawlq.jobs import Job
 from crawlq.worker.execute import execute_async
+from crawlq.worker.loops import close_loop_resources
 
 if TYPE_CHECKING:
     from crawlq.worker.runtimes import RuntimeContext
@@ -34,6 +35,7 @@ class AsyncioRuntime:
         asyncio.set_event_loop(self._loop)
         self._loop.call_soon(self._ready.set)
         self._loop.run_forever()
+        self._loop.run_until_complete(close_loop_resources())
         self._loop.run_until_complete(self._loop.shutdown_asyncgens())
         self._loop.close()
 

@@ -148,7 +148,12 @@ def _die_with_parent() -> None:
 
 
 def child_main(
-    app_ref: str, store_url: str | None, worker_id: str, log_level: int, conn: Connection
+    app_ref: str,
+    store_url: str | None,
+    worker_id: str,
+    log_level: int,
+    crawler: bool,
+    conn: Connection,
 ) -> None:
     """A child's life: import the app, then run jobs from ``conn`` until told to stop."""
     # The worker decides when its children stop: a Ctrl-C or SIGTERM sent to the whole
@@ -160,6 +165,10 @@ def child_main(
     app = import_app(app_ref)
     if store_url is not None:
         app.use_store(store_url)
+    if crawler:  # the parent's app runs the built-in crawler's pages (`crawlq worker`)
+        from crawlq.crawler.pages import install
+
+        install(app)
     conn.send_bytes(READY)
     while True:
         try:
@@ -179,7 +188,7 @@ def child_main(
 class _Child:
     """One child process and the worker's end of its pipe."""
 
-    def __init__(self, args: tuple[str, str | None, str, int], slot: int) -> None:
+    def __init__(self, args: tuple[str, str | None, str, int, bool], slot: int) -> None:
         """``args``: what ``child_main`` takes before its pipe."""
         mp = multiprocessing.get_context("spawn")
         ours, theirs = mp.Pipe()
@@ -258,6 +267,7 @@ class ProcessRuntime:
             ctx.app.store_url,
             ctx.worker_id,
             logger.getEffectiveLevel(),
+            "crawlq.page" in ctx.app.tasks,
         )
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()

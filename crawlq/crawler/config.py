@@ -1,0 +1,189 @@
+"""A crawl's settings: what ``crawlq crawl`` was told, kept in the crawl's meta.
+
+Every worker that runs a page of the crawl, on any machine, reads the same settings from
+the store (``CrawlConfig.from_meta(crawl.meta)``), so a crawl behaves the same whether
+it runs in the ``crawlq crawl`` process or on a fleet of ``crawlq worker`` processes.
+Invalid settings raise ``ConfigurationError`` saying which and why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, get_args
+
+from crawlq.crawler.addresses import AddressPolicy
+from crawlq.crawler.fetch import DEFAULT_USER_AGENT, FetchSettings
+from crawlq.crawler.links import Scope, ScopeMode
+from crawlq.exceptions import ConfigurationError
+from crawlq.limits import Limits
+
+__all__ = ["CONFIG_META_KEY", "PAGE_QUEUE", "CrawlConfig"]
+
+#: The key of the settings in the crawl's meta.
+CONFIG_META_KEY = "crawler"
+
+#: The queue of page jobs.
+PAGE_QUEUE = "crawl"
+
+
+def _seconds(name: str, value: object, *, zero: bool = False) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+        or (value == 0 and not zero)
+    ):
+        kind = "a number of seconds >= 0" if zero else "a positive number of seconds"
+        raise ConfigurationError(f"{name} must be {kind}, not {value!r}")
+    return float(value)
+
+
+def _whole(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigurationError(f"{name} must be a whole number >= {minimum}, not {value!r}")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrawlConfig:
+    """How one crawl fetches, follows and behaves towards sites.
+
+    Scope: ``start_urls``, ``scope`` (host, domain, prefix, any), ``allow``/``deny``
+    regular expressions, ``max_depth`` (None: unlimited), ``follow_nofollow``, and
+    ``max_pages`` (None: unlimited): links stop being followed once the crawl holds that
+    many pages, and a page that starts after that many were done is skipped, so at
+    most ``max_pages`` plus the fetches already in flight are made.
+
+    Politeness, per host (``host:port``, the limit key of the host's pages):
+    ``host_concurrency`` fetches at a time and ``delay`` seconds between two starts, on
+    every worker together; a robots.txt ``Crawl-delay`` above ``delay`` wins.
+    ``obey_robots`` (robots.txt kept in the store for ``robots_ttl`` seconds).
+
+    Fetching: ``user_agent``, ``timeout`` (a whole fetch), ``max_bytes`` (body as
+    received), ``max_decoded_bytes``, ``max_redirects``, ``http2``; ``retries`` for
+    network errors, 429 and 5xx (with backoff); ``allow_private`` and ``allow_hosts``
+    (host names or networks) open the addresses the guard refuses.
+    ``warc`` is a WARC file (gzip) the bodies are written to, None for none.
+    """
+
+    start_urls: tuple[str, ...]
+    scope: ScopeMode = "host"
+    allow: tuple[str, ...] = ()
+    deny: tuple[str, ...] = ()
+    max_depth: int | None = None
+    max_pages: int | None = None
+    follow_nofollow: bool = False
+    host_concurrency: int = 2
+    delay: float = 0.25
+    obey_robots: bool = True
+    robots_ttl: float = 24 * 3600.0
+    user_agent: str = DEFAULT_USER_AGENT
+    timeout: float = 30.0
+    max_bytes: int = 10 * 1024 * 1024
+    max_decoded_bytes: int = 50 * 1024 * 1024
+    max_redirects: int = 10
+    http2: bool = False
+    retries: int = 2
+    allow_private: bool = False
+    allow_hosts: tuple[str, ...] = ()
+    warc: str | None = None
+    _scope: Scope = field(init=False, repr=False, compare=False)
+    _fetch: FetchSettings = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("start_urls", "allow", "deny", "allow_hosts"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise ConfigurationError(f"{name} must be a list of strings, not {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        if not self.start_urls:
+            raise ConfigurationError("a crawl needs at least one start URL")
+        if self.scope not in get_args(ScopeMode):
+            raise ConfigurationError(
+                f"scope must be one of {', '.join(get_args(ScopeMode))}, not {self.scope!r}"
+            )
+        if self.max_pages is not None:
+            _whole("max_pages", self.max_pages, 1)
+        _whole("host_concurrency", self.host_concurrency, 1)
+        object.__setattr__(self, "delay", _seconds("delay", self.delay, zero=True))
+        object.__setattr__(self, "robots_ttl", _seconds("robots_ttl", self.robots_ttl))
+        _whole("retries", self.retries, 0)
+        for name in ("follow_nofollow", "obey_robots", "allow_private", "http2"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigurationError(f"{name} must be true or false")
+        if self.warc is not None and (not isinstance(self.warc, str) or not self.warc):
+            raise ConfigurationError(f"warc must be a file name, not {self.warc!r}")
+        scope = Scope(
+            start_urls=self.start_urls,
+            mode=self.scope,
+            allow=self.allow,
+            deny=self.deny,
+            max_depth=self.max_depth,
+        )
+        fetch = FetchSettings(
+            user_agent=self.user_agent,
+            deadline=_seconds("timeout", self.timeout),
+            max_body_bytes=self.max_bytes,
+            max_decoded_bytes=self.max_decoded_bytes,
+            max_redirects=self.max_redirects,
+            http2=self.http2,
+            policy=AddressPolicy(allow_private=self.allow_private, allow=self.allow_hosts),
+        )
+        object.__setattr__(self, "_scope", scope)
+        object.__setattr__(self, "_fetch", fetch)
+
+    @property
+    def scope_rules(self) -> Scope:
+        """The ``Scope`` that decides which links are followed."""
+        return self._scope
+
+    @property
+    def fetch_settings(self) -> FetchSettings:
+        """The fetcher's settings (caps, deadline, address policy)."""
+        return self._fetch
+
+    @property
+    def limits(self) -> Limits:
+        """The limits each host's key takes when this crawl is the first to use it."""
+        return Limits(max_running=self.host_concurrency, min_interval=self.delay)
+
+    @property
+    def max_attempts(self) -> int:
+        return self.retries + 1
+
+    def to_meta(self) -> dict[str, Any]:
+        """The settings as plain JSON data, for the crawl's meta."""
+        data: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            if f.init:
+                value = getattr(self, f.name)
+                data[f.name] = list(value) if isinstance(value, tuple) else value
+        return {CONFIG_META_KEY: data}
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> CrawlConfig:
+        """The settings kept by ``to_meta``; ConfigurationError when there are none
+        (a crawl not made by ``crawlq crawl``) or they do not validate."""
+        data = meta.get(CONFIG_META_KEY)
+        if not isinstance(data, Mapping):
+            raise ConfigurationError(
+                "this crawl has no crawler settings: it was not started by `crawlq crawl`"
+            )
+        known = {f.name for f in dataclasses.fields(cls) if f.init}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigurationError(
+                f"unknown crawler settings {sorted(unknown)}: a newer crawlq made this crawl"
+            )
+        return cls(**data)
+
+    def fingerprint(self) -> str:
+        """A short hash of the settings: the same command gives the same value."""
+        text = json.dumps(self.to_meta(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -1,0 +1,110 @@
+"""Where page records and bodies go: JSON Lines files and WARC files.
+
+``JsonLines`` appends records to a file (or stdout) one per line, flushed per batch.
+``WarcFile`` appends one gzip-compressed WARC ``response`` record per page with warcio;
+each record is a gzip member of its own, so a file cut short by a crash loses at most the
+record being written, and several writers never interleave inside a record (one lock per
+process, append mode). Bodies are stored decoded: ``Content-Encoding`` and
+``Transfer-Encoding`` are left out of the stored headers and ``Content-Length`` is the
+decoded length, so any WARC reader replays what the crawler parsed.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import sys
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import IO, Any
+
+from warcio.statusandheaders import StatusAndHeaders  # type: ignore[import-untyped]
+from warcio.warcwriter import WARCWriter  # type: ignore[import-untyped]
+
+from crawlq.crawler.fetch import FetchResult
+from crawlq.exceptions import ConfigurationError
+
+__all__ = ["JsonLines", "WarcFile", "worker_warc_path"]
+
+_DROPPED = frozenset({"content-encoding", "transfer-encoding", "content-length"})
+
+
+class JsonLines:
+    """JSON Lines output to ``path`` ("-" for stdout); ``truncate`` starts it afresh."""
+
+    def __init__(self, path: str, *, truncate: bool = True) -> None:
+        self.path = path
+        self._stream: IO[str]
+        if path == "-":
+            self._stream, self._owned = sys.stdout, False
+            return
+        try:
+            self._stream = open(path, "w" if truncate else "a", encoding="utf-8")
+        except OSError as exc:
+            raise ConfigurationError(f"cannot write the output file {path!r}: {exc}") from None
+        self._owned = True
+
+    def write(self, lines: Iterable[str]) -> int:
+        """Append JSON texts, one per line; returns how many."""
+        count = 0
+        for line in lines:
+            self._stream.write(line)
+            self._stream.write("\n")
+            count += 1
+        if count:
+            self._stream.flush()
+        return count
+
+    def close(self) -> None:
+        if self._owned:
+            self._stream.close()
+
+
+def worker_warc_path(path: str) -> str:
+    """The WARC file a process other than ``crawlq crawl`` writes for ``path``:
+    ``name-HOST-PID.warc.gz`` next to it, so workers never share a file."""
+    target = Path(path)
+    name = target.name
+    for suffix in (".warc.gz", ".warc"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return str(target.with_name(f"{name}-{socket.gethostname()}-{os.getpid()}.warc.gz"))
+
+
+class WarcFile:
+    """Appends WARC response records (gzip) to one file; thread-safe."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            self._stream: IO[bytes] = open(path, "ab")
+        except OSError as exc:
+            raise ConfigurationError(f"cannot write the WARC file {path!r}: {exc}") from None
+        self._writer: Any = WARCWriter(self._stream, gzip=True)
+
+    def write(self, result: FetchResult) -> None:
+        """One response record for a fetch that got a response."""
+        if result.status is None:
+            return
+        headers = [(k, v) for k, v in result.headers.items() if k not in _DROPPED]
+        headers.append(("content-length", str(len(result.body))))
+        http_headers = StatusAndHeaders(f"{result.status} -", headers, protocol="HTTP/1.1")
+        record = self._writer.create_warc_record(
+            result.final_url,
+            "response",
+            payload=io.BytesIO(result.body),
+            length=len(result.body),
+            http_headers=http_headers,
+        )
+        with self._lock:
+            self._writer.write_record(record)
+            self._stream.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._stream.close()

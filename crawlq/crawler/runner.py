@@ -1,0 +1,323 @@
+"""``crawlq crawl`` in the foreground: start or resume a crawl, work it, show it, write it.
+
+``CrawlRunner.start()`` finds the open crawl made by the same command (same settings and
+name) and resumes it, or creates a new one with the start URLs as its first pages. ``run()``
+then works the ``crawl`` queue with an asyncio worker in a thread of this process (and
+``processes - 1`` ``crawlq worker`` child processes, to use more cores) while
+the main thread streams the crawl's results from the store to the JSON Lines output (the
+whole file is rewritten from the store on a resume, so it never holds a page twice),
+draws the progress display, and returns an exit code once the crawl is finished or
+cancelled. Ctrl-C or SIGTERM stops the worker gracefully (a second Ctrl-C releases
+running pages at once); the crawl stays open in the store, so the same command resumes
+it, also after the process was killed with SIGKILL (its running pages come back when the
+dead process is noticed, within about 30 s).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from crawlq.config import WorkerSettings
+from crawlq.crawler.config import CONFIG_META_KEY, PAGE_QUEUE, CrawlConfig
+from crawlq.crawler.output import JsonLines
+from crawlq.crawler.pages import install, page_spec, use_warc
+from crawlq.crawler.records import ROBOTS_DISALLOWED
+from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo, CrawlState
+from crawlq.exceptions import ConfigurationError
+
+if TYPE_CHECKING:
+    from crawlq.app import App
+    from crawlq.worker.worker import Worker
+
+__all__ = [
+    "EXIT_CANCELLED",
+    "EXIT_FINISHED",
+    "EXIT_INTERRUPTED",
+    "EXIT_NOTHING_FETCHED",
+    "CrawlRunner",
+    "Tally",
+    "crawl_name",
+    "iter_results",
+]
+
+EXIT_FINISHED = 0
+EXIT_CANCELLED = 1
+EXIT_NOTHING_FETCHED = 3
+EXIT_INTERRUPTED = 130
+
+_POLL = 0.25
+_PAGE = 1000
+
+
+def crawl_name(config: CrawlConfig) -> str:
+    """The default name of a crawl: its first start URL (and how many more)."""
+    first = config.start_urls[0]
+    more = len(config.start_urls) - 1
+    return f"crawl {first}" + (f" (+{more} more)" if more else "")
+
+
+def iter_results(app: App, crawl_id: int, after: int = 0) -> Iterator[tuple[int, str]]:
+    """Every (seq, record) of a crawl after ``after``, in order, a page at a time."""
+    while True:
+        batch = app.store.result_list(crawl_id, after=after, limit=_PAGE)
+        yield from batch
+        if len(batch) < _PAGE:
+            return
+        after = batch[-1][0]
+
+
+@dataclass
+class Tally:
+    """Counts of the records seen so far."""
+
+    pages: int = 0
+    ok: int = 0
+    http_errors: int = 0
+    errors: int = 0
+    disallowed: int = 0
+    first_errors: list[str] = field(default_factory=list)
+
+    def add(self, text: str) -> None:
+        record: dict[str, Any] = json.loads(text)
+        self.pages += 1
+        if record.get("error") == ROBOTS_DISALLOWED:
+            self.disallowed += 1
+        elif record.get("error"):
+            self.errors += 1
+            if len(self.first_errors) < 3:
+                self.first_errors.append(f"{record.get('url')}: {record['error']}")
+        elif (record.get("status") or 0) >= 400:
+            self.http_errors += 1
+        else:
+            self.ok += 1
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _sigterm_interrupts() -> Any:
+    """Make SIGTERM stop the crawl like Ctrl-C (main thread only); the previous handler."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _interrupt)
+
+
+class CrawlRunner:
+    """One ``crawlq crawl`` invocation (see the module docstring)."""
+
+    def __init__(
+        self,
+        app: App,
+        config: CrawlConfig,
+        *,
+        name: str | None = None,
+        output: str | None = None,
+        concurrency: int = 16,
+        processes: int = 1,
+        progress: bool = True,
+        new: bool = False,
+        console: Console | None = None,
+    ) -> None:
+        self.app = app
+        self.config = config
+        self.name = name or crawl_name(config)
+        self.output = output
+        self.concurrency = concurrency
+        if processes < 1:
+            raise ConfigurationError(f"processes must be at least 1, not {processes}")
+        self.processes = processes
+        self.new = new
+        self.console = console or Console(stderr=True, soft_wrap=True)
+        self.progress = progress and self.console.is_terminal
+        self.resumed = False
+        self.tally = Tally()
+        self.crawl: CrawlInfo | None = None
+        self._cursor = 0
+        install(app)
+
+    # -- start -------------------------------------------------------------------------
+
+    def _find_open(self) -> CrawlInfo | None:
+        wanted = self.config.to_meta()[CONFIG_META_KEY]
+        after = 0
+        while True:
+            batch = self.app.store.crawl_list(limit=500, after_id=after)
+            for crawl in batch:
+                if (
+                    crawl.state in OPEN_CRAWL_STATES
+                    and crawl.name == self.name
+                    and crawl.meta.get(CONFIG_META_KEY) == wanted
+                ):
+                    return crawl
+            if len(batch) < 500:
+                return None
+            after = batch[-1].id
+
+    def start(self) -> CrawlInfo:
+        """Resume the open crawl of the same command, or create one."""
+        found = None if self.new else self._find_open()
+        if found is not None:
+            self.resumed = True
+            if found.state == CrawlState.PAUSED:
+                self.app.resume_crawl(found.id)
+            self.crawl = self.app.get_crawl(found.id)
+            return self.crawl
+        start = [page_spec(self.app, url) for url in self.config.start_urls]
+        self.crawl = self.app.crawl(
+            self.name, start, meta=self.config.to_meta(), limits=self.config.limits
+        )
+        return self.crawl
+
+    # -- run ---------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Work the crawl until it is finished; the exit code."""
+        crawl = self.crawl or self.start()
+        if self.config.warc is not None:
+            use_warc(self.app, crawl.id, self.config.warc)
+        worker = self.app.worker(
+            WorkerSettings(
+                queues=(PAGE_QUEUE,),
+                concurrency=self.concurrency,
+                runtime="asyncio",
+                shutdown_grace=10.0,
+            )
+        )
+        thread = threading.Thread(target=worker.run, name="crawlq-crawl-worker", daemon=True)
+        output = JsonLines(self.output) if self.output is not None else None
+        started = time.monotonic()
+        thread.start()
+        helpers = self._start_helpers()
+        previous = _sigterm_interrupts()
+        try:
+            state = self._follow(crawl.id, output, worker, started)
+        except KeyboardInterrupt:
+            self._stop_helpers(helpers)
+            self.console.print(
+                "[yellow]stopping: running pages get 10 s to finish "
+                "(Ctrl-C again to release them now)[/]"
+            )
+            worker.stop()
+            self._join(worker, thread)
+            self._drain(crawl.id, output)
+            if output is not None:
+                output.close()
+            self.console.print(
+                f"interrupted: crawl {crawl.id} has {self.tally.pages} pages; run the same "
+                "command again to resume it"
+            )
+            return EXIT_INTERRUPTED
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
+        elapsed = time.monotonic() - started
+        worker.stop()
+        self._stop_helpers(helpers)
+        self._join(worker, thread)
+        if output is not None:
+            output.close()
+        return self._summary(state, elapsed)
+
+    def _start_helpers(self) -> list[subprocess.Popen[bytes]]:
+        """``processes - 1`` ``crawlq worker`` processes on the same store and queue."""
+        argv = [
+            sys.executable, "-m", "crawlq", "worker", "--store", self.app.store_url or "",
+            "--queue", PAGE_QUEUE, "--runtime", "asyncio",
+            "--concurrency", str(self.concurrency), "--log-level", "warning",
+        ]  # fmt: skip
+        return [subprocess.Popen(argv) for _ in range(self.processes - 1)]
+
+    def _stop_helpers(self, helpers: list[subprocess.Popen[bytes]]) -> None:
+        for proc in helpers:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in helpers:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    def _join(self, worker: Worker, thread: threading.Thread) -> None:
+        while thread.is_alive():
+            try:
+                thread.join(0.2)
+            except KeyboardInterrupt:
+                worker.stop(now=True)
+
+    def _drain(self, crawl_id: int, output: JsonLines | None) -> None:
+        batch = list(iter_results(self.app, crawl_id, self._cursor))
+        if batch:
+            self._cursor = batch[-1][0]
+            for _, text in batch:
+                self.tally.add(text)
+            if output is not None:
+                output.write(text for _, text in batch)
+
+    def _follow(
+        self, crawl_id: int, output: JsonLines | None, worker: Worker, started: float
+    ) -> CrawlState:
+        self._cursor = 0
+        live = Live(console=self.console, transient=True, auto_refresh=False)
+        if self.progress:
+            live.start()
+        try:
+            while True:
+                info = self.app.get_crawl(crawl_id)
+                self._drain(crawl_id, output)
+                if self.progress:
+                    live.update(self._line(info, time.monotonic() - started), refresh=True)
+                if info.state not in OPEN_CRAWL_STATES:
+                    self._drain(crawl_id, output)
+                    return info.state
+                time.sleep(_POLL)
+        finally:
+            if self.progress:
+                live.stop()
+
+    def _line(self, info: CrawlInfo, elapsed: float) -> Text:
+        rate = self.tally.pages / elapsed if elapsed > 0 else 0.0
+        text = Text()
+        text.append(f"crawl {info.id} ", style="bold")
+        text.append(f"{info.state.value}  ")
+        text.append(f"{self.tally.pages:,} pages", style="green")
+        text.append(f"  {info.pending + info.running:,} queued ({info.running} fetching)")
+        text.append(f"  {info.dead:,} failed", style="red" if info.dead else "")
+        text.append(f"  {rate:,.1f} pages/s  {elapsed:,.0f} s")
+        return text
+
+    def _summary(self, state: CrawlState, elapsed: float) -> int:
+        crawl = self.crawl
+        assert crawl is not None
+        tally = self.tally
+        rate = tally.pages / elapsed if elapsed > 0 else 0.0
+        verb = "finished" if state == CrawlState.FINISHED else state.value
+        self.console.print(
+            f"crawl {crawl.id} {verb} in {elapsed:,.1f} s: {tally.pages:,} pages "
+            f"({tally.ok:,} ok, {tally.http_errors:,} HTTP errors, {tally.errors:,} failed, "
+            f"{tally.disallowed:,} disallowed by robots.txt), {rate:,.1f} pages/s"
+        )
+        where = f"results: {self.output}; " if self.output not in (None, "-") else ""
+        self.console.print(f"{where}`crawlq crawl-export {crawl.id}` writes them again")
+        if state == CrawlState.CANCELLED:
+            self.console.print(f"crawl {crawl.id} was cancelled before it finished")
+            return EXIT_CANCELLED
+        if tally.pages and tally.ok + tally.http_errors == 0:
+            self.console.print("no page could be fetched; the first errors:")
+            for line in tally.first_errors:
+                self.console.print(f"  {line}", markup=False)
+            return EXIT_NOTHING_FETCHED
+        return EXIT_FINISHED
