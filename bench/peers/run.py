@@ -389,7 +389,7 @@ def report(
     tmp: Path,
 ) -> str:
     out: list[str] = []
-    cmd = " ".join([".venv/bin/python", "bench/peers/run.py", *(argv or sys.argv[1:])])
+    cmd = " ".join([".venv-peers/bin/python", "bench/peers/run.py", *(argv or sys.argv[1:])])
     names = [n for n in loaded if n != "raw"]
     stores = [s for s in STORES if any(ps == s for _, ps in peers)]
     pkg = [
@@ -547,7 +547,8 @@ def chart(
                 lo.append(med - min(vals))
                 hi.append(max(vals) - med)
             if xs:
-                ax.bar(xs, ys, width, yerr=[lo, hi], label=p, color=colours(i % 10), capsize=2)
+                colour = "black" if p == "raw" else colours(i % 10)  # tab10 has 10; raw is 11th
+                ax.bar(xs, ys, width, yerr=[lo, hi], label=p, color=colour, capsize=2)
         ax.set_xticks(range(len(stores)), [STORE_NAMES[s] for s in stores])
         if f.unit in ("ms", "s"):
             ax.set_yscale("log")  # a few ms next to hundreds: a linear scale hides them
