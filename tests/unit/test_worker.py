@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -58,7 +59,9 @@ def test_failing_task_is_retried_then_dead_with_its_traceback(app: App) -> None:
 
 def test_burst_worker_waits_for_retries_its_own_failures_make_due(app: App) -> None:
     """A burst worker stops only when nothing is held, every outcome is recorded and a
-    claim after that finds nothing: a retry due at once is never left behind."""
+    claim after that finds nothing. Here the store records the failure slowly, and the
+    claim that runs meanwhile (finding nothing) returns only after the failure, with
+    its retry due at once, is recorded: the worker must go on and run the retry."""
 
     @app.task(name="once", max_attempts=2, backoff=crawlq.Backoff(base=0.0))
     def once(ctx: JobContext) -> int:
@@ -66,10 +69,31 @@ def test_burst_worker_waits_for_retries_its_own_failures_make_due(app: App) -> N
             raise ConnectionError("reset")
         return ctx.attempt
 
-    for _ in range(20):
-        ids = [r.job_id for r in once.schedule_many([[] for _ in range(3)])]
-        drain(app, concurrency=3, prefetch=0)
-        assert [job(app, i).state for i in ids] == [JobState.DONE] * 3
+    store = app.store
+    real_fail, real_claim = store.job_fail, store.job_claim
+    recording = threading.Event()
+
+    def slow_fail(failures: Any, **kwargs: Any) -> list[bool]:
+        recording.set()
+        try:
+            time.sleep(0.05)
+            return real_fail(failures, **kwargs)
+        finally:
+            recording.clear()
+
+    def claim_that_returns_late(params: Any) -> list[crawlq.Job]:
+        jobs = real_claim(params)
+        if not jobs and recording.is_set():
+            while recording.is_set():
+                time.sleep(0.001)
+            time.sleep(0.02)  # and the acker has marked it recorded
+        return jobs
+
+    store.job_fail = slow_fail  # type: ignore[method-assign]
+    store.job_claim = claim_that_returns_late  # type: ignore[method-assign]
+    job_id = once.schedule().job_id
+    drain(app, concurrency=1)
+    assert (job(app, job_id).state, job(app, job_id).result) == (JobState.DONE, 2)
 
 
 def test_task_recovers_on_a_later_attempt(app: App) -> None:
