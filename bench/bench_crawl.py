@@ -49,7 +49,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import bench_sqlite as bs  # the QuietGate all benchmarks share
+import bench_sqlite as bs  # the QuietGate and machine facts all benchmarks share
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "benchmarks.md"
@@ -343,16 +343,6 @@ def server_capacity(server: Server, n: int, connections: int = 8, seconds: float
 
 
 # -- machine, versions -------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def first_line(cmd: list[str], env: dict[str, str] | None = None) -> str | None:
@@ -810,7 +800,7 @@ def main() -> int:
         f"--runs {args.runs} --concurrency {args.concurrency} --only {','.join(tools)}"
         f"{f' --latency {args.latency:g}' if args.latency else ''}`.",
         "",
-        f"- Machine: {os.cpu_count()} cores ({cpu_model()}), {platform.system()} "
+        f"- Machine: {os.cpu_count()} cores ({bs.cpu_model()}), {platform.system()} "
         f"{platform.release()}, Python {platform.python_version()}.",
         *(f"- {versions[t]}" for t in TOOLS if t in versions),
         f"- Site: {args.n:,} generated pages of {size / args.n / 1024:.1f} KB on average "

@@ -11,13 +11,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from crawlq.crawler.addresses import AddressPolicy
-from crawlq.crawler.fetch import DEFAULT_USER_AGENT, FetchSettings
+from crawlq.crawler.fetch import DEFAULT_USER_AGENT, FetchSettings, check_count, check_seconds
 from crawlq.crawler.links import Scope, ScopeMode
 from crawlq.exceptions import ConfigurationError
 from crawlq.limits import Limits
@@ -29,25 +28,6 @@ CONFIG_META_KEY = "crawler"
 
 #: The queue of page jobs.
 PAGE_QUEUE = "crawl"
-
-
-def _seconds(name: str, value: object, *, zero: bool = False) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-        or (value == 0 and not zero)
-    ):
-        kind = "a number of seconds >= 0" if zero else "a positive number of seconds"
-        raise ConfigurationError(f"{name} must be {kind}, not {value!r}")
-    return float(value)
-
-
-def _whole(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigurationError(f"{name} must be a whole number >= {minimum}, not {value!r}")
-    return value
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,11 +89,11 @@ class CrawlConfig:
                 f"scope must be one of {', '.join(get_args(ScopeMode))}, not {self.scope!r}"
             )
         if self.max_pages is not None:
-            _whole("max_pages", self.max_pages, 1)
-        _whole("host_concurrency", self.host_concurrency, 1)
-        object.__setattr__(self, "delay", _seconds("delay", self.delay, zero=True))
-        object.__setattr__(self, "robots_ttl", _seconds("robots_ttl", self.robots_ttl))
-        _whole("retries", self.retries, 0)
+            check_count("max_pages", self.max_pages, 1)
+        check_count("host_concurrency", self.host_concurrency, 1)
+        object.__setattr__(self, "delay", check_seconds("delay", self.delay, zero=True))
+        object.__setattr__(self, "robots_ttl", check_seconds("robots_ttl", self.robots_ttl))
+        check_count("retries", self.retries, 0)
         for name in ("follow_nofollow", "obey_robots", "allow_private", "http2"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(f"{name} must be true or false")
@@ -128,7 +108,7 @@ class CrawlConfig:
         )
         fetch = FetchSettings(
             user_agent=self.user_agent,
-            deadline=_seconds("timeout", self.timeout),
+            deadline=check_seconds("timeout", self.timeout),
             max_body_bytes=self.max_bytes,
             max_decoded_bytes=self.max_decoded_bytes,
             max_redirects=self.max_redirects,

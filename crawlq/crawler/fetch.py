@@ -108,20 +108,25 @@ _PINS: ContextVar[_Pins] = ContextVar("crawlq_fetch_pins", default=MappingProxyT
 # --- settings --------------------------------------------------------------------------
 
 
-def _positive_number(name: str, value: object) -> float:
+def check_seconds(name: str, value: object, *, zero: bool = False) -> float:
+    """``value`` as float seconds: finite and positive (or 0 too with ``zero``), else a
+    ConfigurationError naming the setting ``name`` (also used by crawler/config.py)."""
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or not math.isfinite(value)
-        or value <= 0
+        or value < 0
+        or (value == 0 and not zero)
     ):
-        raise ConfigurationError(f"{name} must be a positive number of seconds, not {value!r}")
+        kind = "a number of seconds >= 0" if zero else "a positive number of seconds"
+        raise ConfigurationError(f"{name} must be {kind}, not {value!r}")
     return float(value)
 
 
-def _count(name: str, value: object, minimum: int) -> int:
+def check_count(name: str, value: object, minimum: int) -> int:
+    """``value`` if it is a whole number >= ``minimum``, else a ConfigurationError."""
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigurationError(f"{name} must be an integer >= {minimum}, not {value!r}")
+        raise ConfigurationError(f"{name} must be a whole number >= {minimum}, not {value!r}")
     return value
 
 
@@ -155,15 +160,15 @@ class FetchSettings:
                 f"user_agent must be a non-empty string, not {self.user_agent!r}"
             )
         check_header_value("User-Agent", self.user_agent)
-        object.__setattr__(self, "deadline", _positive_number("deadline", self.deadline))
+        object.__setattr__(self, "deadline", check_seconds("deadline", self.deadline))
         object.__setattr__(
-            self, "connect_timeout", _positive_number("connect_timeout", self.connect_timeout)
+            self, "connect_timeout", check_seconds("connect_timeout", self.connect_timeout)
         )
-        _count("max_body_bytes", self.max_body_bytes, 1)
-        _count("max_decoded_bytes", self.max_decoded_bytes, 1)
-        _count("max_redirects", self.max_redirects, 0)
-        _count("max_connections", self.max_connections, 1)
-        _count("max_keepalive_connections", self.max_keepalive_connections, 0)
+        check_count("max_body_bytes", self.max_body_bytes, 1)
+        check_count("max_decoded_bytes", self.max_decoded_bytes, 1)
+        check_count("max_redirects", self.max_redirects, 0)
+        check_count("max_connections", self.max_connections, 1)
+        check_count("max_keepalive_connections", self.max_keepalive_connections, 0)
         raw: object = self.extra_headers
         pairs: Iterable[object]
         if isinstance(raw, Mapping):

@@ -55,13 +55,3 @@ def check_page(after: int, limit: int) -> tuple[int, int]:
     """``result_list``'s paging: whole numbers (``after`` below 0 reads from the start;
     ``limit`` 0 or less reads nothing)."""
     return max(operator.index(after), 0), max(operator.index(limit), 0)
-
-
-def first_of_each(keys: Sequence[bytes]) -> list[bool]:
-    """For each key, whether it is its first occurrence in ``keys``."""
-    seen: set[bytes] = set()
-    firsts: list[bool] = []
-    for key in keys:
-        firsts.append(key not in seen)
-        seen.add(key)
-    return firsts

@@ -30,7 +30,7 @@ import re
 import select
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
@@ -78,7 +78,6 @@ from crawlq.stores.checks import (
     check_results,
     check_text,
     check_ttl,
-    first_of_each,
 )
 from crawlq.stores.conflict import Request, merge
 from crawlq.stores.crawlrows import crawl_info, key_limit, limits_json, on_finish_json
@@ -321,13 +320,13 @@ def _known_migrations() -> dict[int, Traversable]:
     return {int(f.name.split("_", 1)[0]): f for f in folder.iterdir() if f.name.endswith(".sql")}
 
 
-def _first_of_each(leases: Sequence[Lease]) -> list[int]:
-    """Indexes of the first occurrence of each lease, in order."""
-    seen: set[Lease] = set()
+def _first_of_each(items: Sequence[Hashable]) -> list[int]:
+    """Indexes of the first occurrence of each item (a lease, a result key), in order."""
+    seen: set[Hashable] = set()
     first: list[int] = []
-    for i, lease in enumerate(leases):
-        if lease not in seen:
-            seen.add(lease)
+    for i, item in enumerate(items):
+        if item not in seen:
+            seen.add(item)
             first.append(i)
     return first
 
@@ -1105,7 +1104,7 @@ class PostgresStore:
         """Numbered from the crawl's row in ``crawlq_result_seqs``, locked until commit, so
         one crawl's records commit in seq order (see migration 0004)."""
         checked = check_results(items)
-        firsts = first_of_each([key for key, _ in checked])
+        firsts = set(_first_of_each([key for key, _ in checked]))
         records = [record.encode("utf-8") for _, record in checked]
 
         def work(conn: Conn) -> list[bool]:
@@ -1114,14 +1113,14 @@ class PostgresStore:
                 raise CrawlNotFound(f"crawl {crawl_id} does not exist (crawl_create makes one)")
             if not checked:
                 return []
-            keys = [key for (key, _), first in zip(checked, firsts, strict=True) if first]
+            keys = [checked[i][0] for i in sorted(firsts)]
             params = {"crawl_id": crawl_id, "keys": keys}
             known = {bytes(r["key"]) for r in conn.execute(Q["result_known"], params)}
             last_seq = int(row["last_seq"])
             answers: list[bool] = []
             new: dict[str, list[Any]] = {"keys": [], "seqs": [], "records": []}
-            for (key, _), record, first in zip(checked, records, firsts, strict=True):
-                is_new = first and key not in known
+            for i, ((key, _), record) in enumerate(zip(checked, records, strict=True)):
+                is_new = i in firsts and key not in known
                 answers.append(is_new)
                 if is_new:
                     last_seq += 1

@@ -902,14 +902,10 @@ class SQLiteStore:
         self, duty: str, owner: str, ttl: float, *, now: Timestamp | None = None
     ) -> bool:
         params = {"duty": duty, "owner": owner, "ttl": ttl, "now": self._now(now)}
-        if self._read(
-            "probing a maintenance lease",
-            lambda c: bool(c.execute(Q["maintenance_held_elsewhere"], params).fetchone()[0]),
-        ):
-            return False  # the workers that do not hold the duty take no write lock
-        return self._write(
-            "acquiring a maintenance lease",
-            lambda c: c.execute(Q["maintenance_acquire"], params).fetchone() is not None,
+        # the workers that do not hold the duty take no write lock
+        doing = ("probing a maintenance lease", "acquiring a maintenance lease")
+        return self._take_unless_held(
+            doing, "maintenance_held_elsewhere", "maintenance_acquire", params
         )
 
     # -- crawls and seen sets --------------------------------------------------------
@@ -1096,15 +1092,20 @@ class SQLiteStore:
 
     def cache_add(self, key: str, value: str, ttl: float, *, now: Timestamp | None = None) -> bool:
         params = self._cache_params(key, value, ttl, now)
-        if self._read(
-            "probing the cache",
-            lambda c: bool(c.execute(Q["cache_live"], params).fetchone()[0]),
-        ):
-            return False  # the losers of a race for a lock take no write lock
-        return self._write(
-            "adding to the cache",
-            lambda c: c.execute(Q["cache_add"], params).fetchone() is not None,
-        )
+        # the losers of a race for a lock take no write lock
+        doing = ("probing the cache", "adding to the cache")
+        return self._take_unless_held(doing, "cache_live", "cache_add", params)
+
+    def _take_unless_held(
+        self, doing: tuple[str, str], held: str, take: str, params: dict[str, Any]
+    ) -> bool:
+        """Query ``take`` (a write that returns a row when it took the thing) unless the
+        read-only probe ``held`` says another holds it: False then, and no write lock.
+        ``doing``: what the probe and the write are doing, for errors."""
+        probing, taking = doing
+        if self._read(probing, lambda c: bool(c.execute(Q[held], params).fetchone()[0])):
+            return False
+        return self._write(taking, lambda c: c.execute(Q[take], params).fetchone() is not None)
 
     def cache_delete(self, key: str) -> None:
         params = {"key": check_text(key, "a cache key")}
