@@ -347,10 +347,16 @@ class AddressPolicy:
         if self._allows_network(ip):
             return None
         if _is_metadata(ip):
-            return f"{reason}; only an allow entry naming it opens it"
+            return (
+                f"{reason}; only an allow entry naming it opens it "
+                "(crawlq crawl --allow-host HOST|NET, or AddressPolicy(allow=...))"
+            )
         if self.allow_private:
             return None
-        return f"{reason}; allow_private or an allow entry opens it"
+        return (
+            f"{reason}; crawlq crawl --allow-private (allow_private=True) or an allow "
+            "entry (--allow-host HOST|NET) opens it"
+        )
 
 
 def resolve_checked(host: str, port: int, policy: AddressPolicy | None = None) -> list[IPAddress]:

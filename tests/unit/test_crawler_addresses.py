@@ -220,6 +220,13 @@ def test_forbidden_spellings_are_refused_with_the_reason(
     assert dns.calls == []
 
 
+def test_a_refusal_names_the_flags_that_open_it(dns: FakeDNS) -> None:
+    private = refused(lambda: resolve_checked("10.0.0.1", 80, AddressPolicy()))
+    assert "--allow-private" in private and "--allow-host" in private
+    metadata = refused(lambda: resolve_checked("169.254.169.254", 80, AddressPolicy()))
+    assert "--allow-host" in metadata and "--allow-private" not in metadata
+
+
 @pytest.mark.parametrize(("host", "reason"), FORBIDDEN)
 def test_allow_private_opens_all_but_cloud_metadata(host: str, reason: str) -> None:
     policy = AddressPolicy(allow_private=True)
