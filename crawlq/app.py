@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -14,6 +15,7 @@ from crawlq.crawls import (
     CrawlInfo,
     CrawlSpec,
     CrawlState,
+    check_key_text,
     check_placement,
     check_seen_has_crawl,
 )
@@ -147,8 +149,15 @@ class App:
             raise ConfigurationError(
                 f"task {task.name!r} was given both delay= and at=; give one of them"
             )
-        if key is not None and not isinstance(key, str):
-            raise ConfigurationError(f"key must be a str, not {type(key).__name__}")
+        if key is not None:
+            check_key_text(key, "key")
+        run_at = at.timestamp() if isinstance(at, datetime) else at
+        for name, value in (("delay", delay), ("at", run_at)):
+            if value is not None and not _finite_number(value):
+                raise ConfigurationError(
+                    f"task {task.name!r} was given {name}={value!r}; give a finite number "
+                    "of seconds" + (" (or a datetime)" if name == "at" else "")
+                )
         check_placement(crawl, limit_key, seen)
         task.check_call(args, kwargs)
         plain_args, plain_kwargs = encode_arguments(
@@ -163,7 +172,7 @@ class App:
             key=key,
             priority=options.priority if priority is None else int(priority),
             delay=float(delay or 0.0),
-            run_at=at.timestamp() if isinstance(at, datetime) else at,
+            run_at=None if run_at is None else float(run_at),
             max_attempts=options.max_attempts,
             lease_seconds=options.lease,
             timeout=options.timeout,
@@ -306,3 +315,10 @@ class App:
         from crawlq.worker.worker import Worker
 
         return Worker(self, settings or WorkerSettings())
+
+
+def _finite_number(value: object) -> bool:
+    """A real number (not a bool) that is neither NaN nor infinite."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value)

@@ -107,6 +107,24 @@ def check_placement(crawl: int | None, limit_key: str | None, seen: str | None) 
         )
     if seen is not None and (not isinstance(seen, str) or not seen):
         raise ConfigurationError(f"seen={seen!r} is not valid: give a URL or a key string")
+    if limit_key is not None:
+        check_key_text(limit_key, "limit_key")
+    if seen is not None:
+        check_key_text(seen, "seen", nul=True)
+
+
+def check_key_text(value: str, what: str, *, nul: bool = False) -> None:
+    """Refuse a key no store could keep alike: text that is not valid Unicode (a lone
+    surrogate), or that holds NUL, which PostgreSQL text cannot (``nul``: NUL is fine,
+    the key is hashed)."""
+    from crawlq.stores.checks import check_text  # crawlq.stores imports this module
+
+    check_text(value, what)
+    if not nul and "\x00" in value:
+        raise ConfigurationError(
+            f"{what} {value!r} holds a NUL character (\\x00), which PostgreSQL cannot "
+            "store: remove or replace it"
+        )
 
 
 def check_seen_has_crawl(specs: Sequence[JobSpec]) -> None:

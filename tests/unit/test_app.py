@@ -111,6 +111,39 @@ def test_both_delay_and_at_is_refused(app: App) -> None:
         task.schedule(delay=1, at=dt.datetime.now(dt.UTC))
 
 
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"delay": float("nan")}, "delay=nan; give a finite number of seconds"),
+        ({"delay": float("inf")}, "delay=inf"),
+        ({"delay": "5"}, "delay='5'"),
+        ({"delay": True}, "delay=True"),
+        ({"at": float("-inf")}, "at=-inf; give a finite number of seconds (or a datetime)"),
+        ({"key": "a\x00b"}, "holds a NUL character"),
+        ({"key": "a\ud800b"}, "key is not valid Unicode text"),
+        ({"key": 5}, "key must be a str, not a int"),
+        ({"limit_key": "host\x00"}, "limit_key 'host\\x00' holds a NUL character"),
+        ({"seen": "https://x.test/\udfff", "crawl": 1}, "seen is not valid Unicode text"),
+    ],
+)
+def test_bad_times_and_keys_are_refused_before_anything_is_stored(
+    app: App, options: dict[str, object], fragment: str
+) -> None:
+    task = app.task(name="t")(lambda ctx: None)
+    with pytest.raises(crawlq.ConfigurationError) as caught:
+        task.schedule(**options)  # type: ignore[arg-type]
+    assert fragment in str(caught.value)
+    assert app.stats() == []
+
+
+def test_times_and_keys_every_store_keeps_are_accepted(app: App) -> None:
+    task = app.task(name="t")(lambda ctx: None)
+    assert task.schedule(delay=0).outcome is Outcome.CREATED
+    assert task.schedule(delay=2, key="https://x.test/é").outcome is Outcome.CREATED
+    assert task.schedule(at=dt.datetime.now(dt.UTC), key="k").outcome is Outcome.CREATED
+    assert task.schedule(at=1.5e9, key="k").outcome is Outcome.UPDATED
+
+
 def test_non_json_argument_is_refused_before_anything_is_stored(app: App) -> None:
     @app.task(name="t")
     def t(ctx: crawlq.JobContext, when: object) -> None: ...

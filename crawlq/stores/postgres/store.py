@@ -260,25 +260,32 @@ def _text(value: str) -> str:
 def _insert_params(
     specs: Sequence[JobSpec], now: Timestamp | None, paused: frozenset[int] = frozenset()
 ) -> dict[str, Any]:
-    """Parameters of ``job_insert_many``: one array per column (jobs of the ``paused``
-    crawls are held). Arguments that are not JSON raise here, before any I/O."""
-    return {
-        "queue": [s.queue for s in specs],
-        "task": [s.task for s in specs],
-        "args": [_dumps(s.args) for s in specs],
-        "kwargs": [_dumps(s.kwargs) for s in specs],
-        "key": [s.key for s in specs],
-        "priority": [s.priority for s in specs],
-        "run_at": [_float(s.run_at) for s in specs],
-        "delay": [float(s.delay) for s in specs],
-        "max_attempts": [s.max_attempts for s in specs],
-        "lease_seconds": [float(s.lease_seconds) for s in specs],
-        "timeout": [_float(s.timeout) for s in specs],
-        "crawl_id": [s.crawl for s in specs],
-        "limit_key": [s.limit_key for s in specs],
-        "hold": [s.crawl in paused for s in specs],
-        "now": now,
-    }
+    """Parameters of ``job_insert_one`` for one spec (one per column), else of
+    ``job_insert_many`` (the specs as one JSON list of rows); jobs of the ``paused`` crawls
+    are held. Arguments that are not JSON raise here, before any I/O."""
+    rows = [
+        {
+            "queue": s.queue,
+            "task": s.task,
+            "args": s.args,
+            "kwargs": s.kwargs,
+            "key": s.key,
+            "priority": s.priority,
+            "given_run_at": _float(s.run_at),
+            "delay": float(s.delay),
+            "max_attempts": s.max_attempts,
+            "lease_seconds": float(s.lease_seconds),
+            "timeout": _float(s.timeout),
+            "crawl_id": s.crawl,
+            "limit_key": s.limit_key,
+            "hold": s.crawl in paused,
+        }
+        for s in specs
+    ]
+    if len(rows) != 1:
+        return {"rows": _dumps(rows), "now": now}
+    [row] = rows
+    return {**row, "args": _dumps(row["args"]), "kwargs": _dumps(row["kwargs"]), "now": now}
 
 
 def _check_fingerprints(specs: Sequence[JobSpec]) -> None:
@@ -577,8 +584,15 @@ class PostgresStore:
         if not specs:
             return []
         query_params = _insert_params(specs, now) if params is None else params
-        rows = conn.execute(Q["job_insert_many"], query_params).fetchall()
-        created = [ScheduleResult(r["id"], Outcome.CREATED) if r["created"] else None for r in rows]
+        created: list[ScheduleResult | None]
+        if len(specs) == 1:
+            row = conn.execute(Q["job_insert_one"], query_params).fetchone()
+            created = [None if row is None else ScheduleResult(row["id"], Outcome.CREATED)]
+        else:
+            rows = conn.execute(Q["job_insert_many"], query_params).fetchall()
+            created = [
+                ScheduleResult(r["id"], Outcome.CREATED) if r["created"] else None for r in rows
+            ]
         conflicts = [i for i, r in enumerate(created) if r is None]
         merged = (
             self._merge_conflicts(conn, [specs[i] for i in conflicts], now) if conflicts else []
