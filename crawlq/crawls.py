@@ -21,6 +21,7 @@ from enum import StrEnum
 from crawlq.exceptions import ConfigurationError
 from crawlq.jobs import JobSpec
 from crawlq.limits import Limits
+from crawlq.payload import check_text
 from crawlq.types import JSONValue, Timestamp
 
 
@@ -117,8 +118,6 @@ def check_key_text(value: str, what: str, *, nul: bool = False) -> None:
     """Refuse a key no store could keep alike: text that is not valid Unicode (a lone
     surrogate), or that holds NUL, which PostgreSQL text cannot (``nul``: NUL is fine,
     the key is hashed)."""
-    from crawlq.stores.checks import check_text  # crawlq.stores imports this module
-
     check_text(value, what)
     if not nul and "\x00" in value:
         raise ConfigurationError(

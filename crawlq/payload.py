@@ -1,4 +1,5 @@
-"""Task arguments: JSON values only, checked and sized at schedule time."""
+"""Task arguments (JSON values only, checked and sized at schedule time) and the text
+every store can keep."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from crawlq.exceptions import PayloadError
+from crawlq.exceptions import ConfigurationError, PayloadError
 from crawlq.types import JSONValue
 
 
@@ -36,6 +37,21 @@ def _check(value: Any, where: str) -> None:
         "JSON: pass None, bool, int, float, str, list or dict (e.g. a URL as str, a date "
         "as an ISO string); crawlq never pickles"
     )
+
+
+def check_text(value: object, what: str) -> str:
+    """``value`` if it is a str every store can keep (any Unicode text, NUL included),
+    else a ConfigurationError: not a str, or holding a lone surrogate (not UTF-8)."""
+    if not isinstance(value, str):
+        raise ConfigurationError(f"{what} must be a str, not a {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ConfigurationError(
+            f"{what} is not valid Unicode text: {exc.reason} at index {exc.start} "
+            f"({value[exc.start : exc.end]!r}); decode bytes with errors='replace' first"
+        ) from None
+    return value
 
 
 def encode_arguments(

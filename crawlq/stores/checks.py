@@ -10,21 +10,7 @@ from collections.abc import Sequence
 
 from crawlq.exceptions import ConfigurationError
 from crawlq.fingerprint import check_fingerprint
-
-
-def check_text(value: object, what: str) -> str:
-    """``value`` if it is a str every store can keep (any Unicode text, NUL included),
-    else a ConfigurationError: not a str, or holding a lone surrogate (not UTF-8)."""
-    if not isinstance(value, str):
-        raise ConfigurationError(f"{what} must be a str, not a {type(value).__name__}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ConfigurationError(
-            f"{what} is not valid Unicode text: {exc.reason} at index {exc.start} "
-            f"({value[exc.start : exc.end]!r}); decode bytes with errors='replace' first"
-        ) from None
-    return value
+from crawlq.payload import check_text
 
 
 def check_ttl(ttl: object) -> float:

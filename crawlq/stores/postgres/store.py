@@ -63,6 +63,7 @@ from crawlq.jobs import (
     WorkerInfo,
 )
 from crawlq.limits import KeyLimit, Limits
+from crawlq.payload import check_text
 from crawlq.stores._sqlfile import load_queries
 from crawlq.stores.base import (
     Capabilities,
@@ -73,12 +74,7 @@ from crawlq.stores.base import (
     Release,
     WaitParams,
 )
-from crawlq.stores.checks import (
-    check_page,
-    check_results,
-    check_text,
-    check_ttl,
-)
+from crawlq.stores.checks import check_page, check_results, check_ttl
 from crawlq.stores.conflict import Request, merge
 from crawlq.stores.crawlrows import crawl_info, key_limit, limits_json, on_finish_json
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
@@ -585,7 +581,7 @@ class PostgresStore:
             return []
         query_params = _insert_params(specs, now) if params is None else params
         created: list[ScheduleResult | None]
-        if len(specs) == 1:
+        if "rows" not in query_params:  # _insert_params made one spec's columns
             row = conn.execute(Q["job_insert_one"], query_params).fetchone()
             created = [None if row is None else ScheduleResult(row["id"], Outcome.CREATED)]
         else:
@@ -1118,7 +1114,7 @@ class PostgresStore:
         """Numbered from the crawl's row in ``crawlq_result_seqs``, locked until commit, so
         one crawl's records commit in seq order (see migration 0004)."""
         checked = check_results(items)
-        firsts = set(_first_of_each([key for key, _ in checked]))
+        firsts = _first_of_each([key for key, _ in checked])
         records = [record.encode("utf-8") for _, record in checked]
 
         def work(conn: Conn) -> list[bool]:
@@ -1127,14 +1123,15 @@ class PostgresStore:
                 raise CrawlNotFound(f"crawl {crawl_id} does not exist (crawl_create makes one)")
             if not checked:
                 return []
-            keys = [checked[i][0] for i in sorted(firsts)]
+            keys = [checked[i][0] for i in firsts]
             params = {"crawl_id": crawl_id, "keys": keys}
             known = {bytes(r["key"]) for r in conn.execute(Q["result_known"], params)}
             last_seq = int(row["last_seq"])
             answers: list[bool] = []
             new: dict[str, list[Any]] = {"keys": [], "seqs": [], "records": []}
+            first = set(firsts)
             for i, ((key, _), record) in enumerate(zip(checked, records, strict=True)):
-                is_new = i in firsts and key not in known
+                is_new = i in first and key not in known
                 answers.append(is_new)
                 if is_new:
                     last_seq += 1

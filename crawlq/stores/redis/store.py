@@ -50,6 +50,7 @@ from crawlq.jobs import (
     WorkerState,
 )
 from crawlq.limits import KeyLimit, Limits
+from crawlq.payload import check_text
 from crawlq.stores.base import (
     Capabilities,
     ClaimParams,
@@ -59,7 +60,7 @@ from crawlq.stores.base import (
     Release,
     WaitParams,
 )
-from crawlq.stores.checks import check_page, check_results, check_text, check_ttl
+from crawlq.stores.checks import check_page, check_results, check_ttl
 from crawlq.stores.redis import keys
 from crawlq.stores.workers import worker_info
 from crawlq.types import JobId, Timestamp

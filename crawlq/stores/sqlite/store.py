@@ -44,6 +44,7 @@ from crawlq.jobs import (
     WorkerInfo,
 )
 from crawlq.limits import KeyLimit, Limits
+from crawlq.payload import check_text
 from crawlq.stores._sqlfile import load_queries, split_statements
 from crawlq.stores.base import (
     Capabilities,
@@ -54,7 +55,7 @@ from crawlq.stores.base import (
     Release,
     WaitParams,
 )
-from crawlq.stores.checks import check_page, check_results, check_text, check_ttl
+from crawlq.stores.checks import check_page, check_results, check_ttl
 from crawlq.stores.conflict import Request, merge
 from crawlq.stores.crawlrows import (
     crawl_info,
