@@ -9,7 +9,12 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from crawlq.config import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_STORE_URL, WorkerSettings
+from crawlq.config import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    DEFAULT_STORE_URL,
+    WorkerSettings,
+    store_command,
+)
 from crawlq.crawls import (
     OPEN_CRAWL_STATES,
     CrawlInfo,
@@ -73,11 +78,17 @@ class App:
     @property
     def store(self) -> Store:
         """The store, opened on first use."""
+        return self._store if self._store is not None else self.open()
+
+    def open(self, *, create: bool = True) -> Store:
+        """Open the store now if it is not open yet, and return it. ``create=False`` is
+        for a caller that only looks at what the store holds: a missing SQLite file is
+        refused, not created (see ``open_store``)."""
         if self._store is None:
             with self._store_lock:
                 if self._store is None:
                     assert self._store_url is not None
-                    self._store = open_store(self._store_url)
+                    self._store = open_store(self._store_url, create=create)
         return self._store
 
     def close(self) -> None:
@@ -246,7 +257,8 @@ class App:
         """One crawl; ``CrawlNotFound`` if there is none with this id."""
         info = self.store.crawl_get(crawl_id)
         if info is None:
-            raise CrawlNotFound(f"no crawl has id {crawl_id}: `crawlq crawls` lists them")
+            lister = store_command("crawls", self._store_url)
+            raise CrawlNotFound(f"no crawl has id {crawl_id}: {lister} lists them")
         return info
 
     def crawls(

@@ -3,6 +3,7 @@ environment variables: the CLI maps them into these objects."""
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
@@ -29,23 +30,75 @@ class StoreURL:
     options: dict[str, str]
 
 
+SQLITE_SPELLINGS = "sqlite:///relative/path.db or sqlite:////absolute/path.db"
+"""How a SQLite store URL is written, for error messages."""
+
+_URL_EXAMPLES = {
+    "sqlite": SQLITE_SPELLINGS,
+    "postgresql": "postgresql://user@host:5432/dbname",
+    "postgres": "postgresql://user@host:5432/dbname",
+    "redis": "redis://host:6379/0",
+    "rediss": "rediss://host:6379/0",
+}
+
+
 def parse_store_url(url: str) -> StoreURL:
-    """Split a store URL. ``sqlite:///jobs.db`` is a relative path, ``sqlite:////abs`` an
-    absolute one."""
+    """Split a store URL, written ``scheme://...``. ``sqlite:///jobs.db`` is a path
+    relative to the current directory, ``sqlite:////abs/jobs.db`` an absolute one."""
+    if not url.strip():
+        raise ConfigurationError(
+            f"the store URL is empty: give one, e.g. {SQLITE_SPELLINGS}, "
+            "redis://host:6379/0 or postgresql://user@host/dbname"
+        )
     parts = urlsplit(url)
     if not parts.scheme:
-        raise ConfigurationError(f"store URL {url!r} has no scheme: use sqlite:///path/to/jobs.db")
+        raise ConfigurationError(f"store URL {url!r} has no scheme: use {SQLITE_SPELLINGS}")
     scheme = parts.scheme.lower()
+    example = _URL_EXAMPLES.get(scheme, "scheme://...")
+    if not url[len(parts.scheme) + 1 :].startswith("//"):
+        raise ConfigurationError(
+            f"store URL {url!r} lacks the // after {parts.scheme}: write {example}"
+        )
     options = dict(parse_qsl(parts.query, keep_blank_values=True))
     if scheme == "sqlite":
         if parts.netloc:
             raise ConfigurationError(
-                f"store URL {url!r} names a host; SQLite URLs have three slashes: "
-                "sqlite:///relative/path.db or sqlite:////absolute/path.db"
+                f"store URL {url!r} names a host; SQLite URLs have three slashes: {example}"
             )
-        location = parts.path[1:] if parts.path.startswith("/") else parts.path
-        return StoreURL(scheme=scheme, location=location, options=options)
+        if not parts.path[1:]:
+            raise ConfigurationError(f"store URL {url!r} names no file: write {example}")
+        return StoreURL(scheme=scheme, location=parts.path[1:], options=options)
     return StoreURL(scheme=scheme, location=url.split("?", 1)[0], options=options)
+
+
+def _holds_secret(url: str) -> bool:
+    """Whether a store URL carries a password (``user:pw@`` or a ``?password=`` option)."""
+    parts = urlsplit(url)
+    if parts.password:
+        return True
+    return any("password" in name.lower() for name, _ in parse_qsl(parts.query))
+
+
+def store_command(command: str, store_url: str | None, *, note: bool = True) -> str:
+    """A ``crawlq`` command to print as a hint, with the ``--store`` that reaches this store,
+    so that it works as printed: ``store_command("crawl-export 3", url)`` ->
+    ``"`crawlq crawl-export 3 --store sqlite:///jobs.db`"`` (the URL shell-quoted).
+
+    A URL that holds a password is never printed: the hint reads ``--store "$CRAWLQ_STORE"``
+    and a note says that the variable must hold the store's URL. Without a URL (an App
+    given an open ``Store``) it reads ``--store URL`` and the note says what URL stands
+    for. ``note=False`` leaves the note out, for all but the last of several hints in one
+    message.
+    """
+    if store_url is None:
+        word, why = "URL", "URL: this app's store URL"
+    elif _holds_secret(store_url):
+        word = '"$CRAWLQ_STORE"'
+        why = "with CRAWLQ_STORE set to the store URL, not printed as it holds a password"
+    else:
+        word, why = shlex.quote(store_url), ""
+    hint = f"`crawlq {command} --store {word}`"
+    return f"{hint} ({why})" if why and note else hint
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

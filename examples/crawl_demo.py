@@ -3,12 +3,13 @@
 Run it from anywhere: ``python examples/crawl_demo.py``. It serves the book shop in
 ``examples/site`` on 127.0.0.1 (so it needs no network), then runs the real command
 
-    crawlq crawl http://127.0.0.1:PORT/ --allow-private -o examples/pages.jsonl
+    crawlq crawl http://127.0.0.1:PORT/ --allow-private -o examples/pages.jsonl \\
+        --store sqlite:///.../examples/crawl-demo.db --new
 
-on the embedded SQLite store ``examples/crawl-demo.db``: robots.txt is fetched and
-obeyed (``/admin/`` is disallowed), each URL is fetched once although several pages link
-to it, the missing page is recorded as a 404, and one JSON object per page goes to
-``examples/pages.jsonl``. ``--allow-private`` is needed because crawlq refuses loopback
+on the embedded SQLite store ``examples/crawl-demo.db`` (a new crawl each time): robots.txt
+is fetched and obeyed (``/admin/`` is disallowed), each URL is fetched once although several
+pages link to it, the missing page is recorded as a 404, and one JSON object per page goes
+to ``examples/pages.jsonl``. ``--allow-private`` is needed because crawlq refuses loopback
 and private addresses by default. Exits with the crawl's exit code.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import shlex
 import subprocess
 import sys
 import threading
@@ -36,13 +38,10 @@ def main() -> int:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/"
     output = HERE / "pages.jsonl"
-    command = ["crawlq", "crawl", url, "--allow-private", "-o", str(output)]
-    print("$ " + " ".join(command), flush=True)
     store = f"sqlite:///{HERE / 'crawl-demo.db'}"
-    code = subprocess.run(
-        [sys.executable, "-m", "crawlq", *command[1:], "--store", store, "--new"],
-        check=False,
-    ).returncode
+    command = ["crawl", url, "--allow-private", "-o", str(output), "--store", store, "--new"]
+    print("$ " + shlex.join(["crawlq", *command]), flush=True)
+    code = subprocess.run([sys.executable, "-m", "crawlq", *command], check=False).returncode
     server.shutdown()
     if output.exists():
         print(f"\n{output.name}:")

@@ -45,7 +45,7 @@ class Target:
 
 def _remember(field: str) -> Callable[[click.Context, click.Parameter, str | None], None]:
     def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
-        if value:
+        if value is not None:  # an empty --store is refused when the store opens
             setattr(ctx.ensure_object(Target), field, value)
 
     return callback
@@ -154,11 +154,12 @@ def load_app(ref: str) -> App:
 
 
 def _build_app(target: Target) -> App:
+    store_url = target.store_url
     if target.app_ref is None:
-        return App(target.store_url or DEFAULT_STORE_URL)
+        return App(DEFAULT_STORE_URL if store_url is None else store_url)
     app = load_app(target.app_ref)
-    if target.store_url:
-        app.use_store(target.store_url)
+    if store_url is not None:
+        app.use_store(store_url)
     return app
 
 
@@ -177,10 +178,18 @@ def app_reference() -> str | None:
 
 
 @contextmanager
-def open_app() -> Iterator[App]:
-    """The app the options name (or a bare App on the store), closed afterwards."""
+def open_app(*, create: bool = False) -> Iterator[App]:
+    """The app the options name (or a bare App on the store), closed afterwards.
+
+    By default the store must exist, and is opened at once: for commands that look at or
+    act on what it holds (``stats``, ``jobs``, ``cancel``...), which must not leave a new
+    SQLite file behind. Commands that add work (``crawl``, ``schedule``, ``worker``,
+    ``limit set``) pass ``create=True``: the store is made when missing, on first use.
+    """
     app = _build_app(current_target())
     try:
+        if not create:
+            app.open(create=False)
         yield app
     finally:
         app.close()

@@ -6,6 +6,7 @@ import click
 
 from crawlq.cli.common import open_app, target_options
 from crawlq.cli.params import duration, size
+from crawlq.config import store_command
 from crawlq.crawler.config import CrawlConfig
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT
 from crawlq.crawler.output import JsonLines
@@ -194,7 +195,7 @@ def crawl(
             fg="yellow",
             err=True,
         )
-    with open_app() as app:
+    with open_app(create=True) as app:
         runner = CrawlRunner(
             app,
             config,
@@ -208,9 +209,10 @@ def crawl(
         verb = "resuming" if runner.resumed else "started"
         if detach:
             click.echo(info.id)
+            worker = store_command("worker", app.store_url, note=False)
+            status = store_command(f"crawl-status {info.id}", app.store_url)
             click.echo(
-                f"{verb} crawl {info.id}; run `crawlq worker --store ...` on each machine and "
-                f"follow it with `crawlq crawl-status {info.id}`",
+                f"{verb} crawl {info.id}; run {worker} on each machine and follow it with {status}",
                 err=True,
             )
             return

@@ -78,7 +78,7 @@ def limit_set(keys: tuple[str, ...], max_running: int | None, min_interval: floa
       crawlq limit set example.com www.example.com --max-running 2 --min-interval 1
     """
     limits = _limits(max_running, min_interval)
-    with open_app() as app:
+    with open_app(create=True) as app:
         for key in keys:
             app.set_limit(key, max_running=limits.max_running, min_interval=limits.min_interval)
     click.echo(
@@ -105,7 +105,7 @@ def limit_default(
     """
     if remove and (max_running is not None or min_interval is not None):
         raise click.UsageError("give --remove alone, or limits without --remove")
-    with open_app() as app:
+    with open_app(create=True) as app:
         app.set_default_limit(queue, None if remove else _limits(max_running, min_interval))
     click.echo(f"default limits of queue {queue} " + ("removed" if remove else "set"))
 
@@ -130,7 +130,7 @@ def limit_block(keys: tuple[str, ...], seconds: float) -> None:
     Example:
       crawlq limit block example.com --for 10m
     """
-    with open_app() as app:
+    with open_app(create=True) as app:
         for key in keys:
             app.block_key(key, seconds)
     click.echo(f"blocked {len(keys)} key(s) for {human_age(seconds)}")

@@ -166,7 +166,7 @@ def schedule(
         crawl=crawl_id,
         limit_key=limit_key,
     )
-    with open_app() as app:
+    with open_app(create=True) as app:
         spec = spec_from_app(app, req) if current_target().app_ref else spec_without_app(req)
         result = app.schedule_many([spec])[0]
     if as_json:

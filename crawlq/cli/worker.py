@@ -186,7 +186,7 @@ def worker(
         max_jobs_per_child=max_jobs_per_child,
         max_memory_per_child=max_memory_per_child,
     )
-    with open_app() as app, logging_to_stderr(log_level):
+    with open_app(create=True) as app, logging_to_stderr(log_level):
         install_crawler(app)
         running = Worker(app, settings, app_ref=app_reference())
         running.run()

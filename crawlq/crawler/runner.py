@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from crawlq.config import WorkerSettings
+from crawlq.config import WorkerSettings, store_command
 from crawlq.crawler.config import CONFIG_META_KEY, PAGE_QUEUE, CrawlConfig
 from crawlq.crawler.output import JsonLines
 from crawlq.crawler.pages import install, page_spec, use_warc
@@ -311,7 +311,8 @@ class CrawlRunner:
             f"{tally.disallowed:,} disallowed by robots.txt), {rate:,.1f} pages/s"
         )
         where = f"results: {self.output}; " if self.output not in (None, "-") else ""
-        self.console.print(f"{where}`crawlq crawl-export {crawl.id}` writes them again")
+        again = store_command(f"crawl-export {crawl.id}", self.app.store_url)
+        self.console.print(f"{where}{again} writes them again", markup=False)
         if state == CrawlState.CANCELLED:
             self.console.print(f"crawl {crawl.id} was cancelled before it finished")
             return EXIT_CANCELLED

@@ -21,7 +21,7 @@ def _float_option(url: StoreURL, name: str, default: float) -> float:
         ) from None
 
 
-def _open_sqlite(url: StoreURL) -> Store:
+def _open_sqlite(url: StoreURL, create: bool) -> Store:
     from crawlq.stores.sqlite.store import SQLiteSettings, SQLiteStore
 
     unknown = set(url.options) - {"busy_timeout", "synchronous", "poll_interval"}
@@ -35,6 +35,7 @@ def _open_sqlite(url: StoreURL) -> Store:
         busy_timeout=_float_option(url, "busy_timeout", 60.0),
         synchronous=url.options.get("synchronous", "normal").lower(),
         poll_interval=_float_option(url, "poll_interval", 0.002),
+        create=create,
     )
     return SQLiteStore(settings)
 
@@ -48,7 +49,7 @@ def _bool_option(url: StoreURL, name: str) -> bool:
     raise ConfigurationError(f"store URL option {name}={raw!r} is not a yes/no value: use 1 or 0")
 
 
-def _open_redis(url: StoreURL) -> Store:
+def _open_redis(url: StoreURL, create: bool) -> Store:
     from crawlq.stores.redis.keys import DEFAULT_PREFIX
     from crawlq.stores.redis.store import RedisSettings, RedisStore
 
@@ -65,11 +66,12 @@ def _open_redis(url: StoreURL) -> Store:
         require_persistence=_bool_option(url, "require_persistence"),
         socket_timeout=_float_option(url, "socket_timeout", 10.0),
         socket_connect_timeout=_float_option(url, "socket_connect_timeout", 5.0),
+        warn=create,
     )
     return RedisStore(settings)
 
 
-def _open_postgres(url: StoreURL) -> Store:
+def _open_postgres(url: StoreURL, create: bool) -> Store:
     try:
         import psycopg  # noqa: F401
         import psycopg_pool  # noqa: F401
@@ -93,7 +95,7 @@ def _open_postgres(url: StoreURL) -> Store:
     return PostgresStore(settings)
 
 
-_OPENERS: dict[str, Callable[[StoreURL], Store]] = {
+_OPENERS: dict[str, Callable[[StoreURL, bool], Store]] = {
     "sqlite": _open_sqlite,
     "postgresql": _open_postgres,
     "postgres": _open_postgres,
@@ -102,9 +104,16 @@ _OPENERS: dict[str, Callable[[StoreURL], Store]] = {
 }
 
 
-def open_store(url: str) -> Store:
+def open_store(url: str, *, create: bool = True) -> Store:
     """Open the store a URL names, e.g. ``sqlite:///jobs.db`` or
-    ``postgresql://user@host:5432/db?schema=crawlq``."""
+    ``postgresql://user@host:5432/db?schema=crawlq``.
+
+    ``create=False`` is for callers that only look at (or act on) what a store holds, such
+    as ``crawlq stats``: a missing SQLite file is refused with a ``ConfigurationError``
+    naming it instead of being created, and the Redis store logs no warning about a server
+    that persists nothing (that is about the work a caller adds). A file or schema made by
+    an older crawlq is still migrated. A PostgreSQL schema that does not exist yet is
+    created either way."""
     parsed = parse_store_url(url)
     opener = _OPENERS.get(parsed.scheme)
     if opener is None:
@@ -112,7 +121,7 @@ def open_store(url: str) -> Store:
             f"no store for scheme {parsed.scheme!r} in {url!r}: supported are "
             + ", ".join(f"{s}://" for s in sorted(_OPENERS))
         )
-    return opener(parsed)
+    return opener(parsed, create)
 
 
 __all__ = ["Store", "open_store"]

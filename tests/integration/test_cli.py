@@ -3,12 +3,17 @@ processes for the worker (``python -m crawlq worker --app module:app``)."""
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +28,7 @@ from crawlq.cli.output import first_line, human_age
 from crawlq.crawls import CrawlInfo
 from crawlq.jobs import WorkerInfo
 from crawlq.stores import open_store
+from tests import servers
 from tests.integration.conftest import wait_until
 
 TASKS = """
@@ -204,7 +210,8 @@ def test_jobs_filters_and_pages(crawlq: Invoke) -> None:
     assert [j["id"] for j in as_json(crawlq("jobs", "--after-id", "2", "--json"))] == [3, 4]
 
 
-def test_tables_for_people(crawlq: Invoke) -> None:
+def test_tables_for_people(crawlq: Invoke, store_url: str) -> None:
+    open_store(store_url).close()  # an empty store
     assert "no queues yet" in crawlq("stats").stderr
     crawlq("schedule", "fetch", "--args", '["https://example.com/[x]"]')
     crawlq("schedule", "later", "--delay", "2h")
@@ -219,6 +226,7 @@ def test_tables_for_people(crawlq: Invoke) -> None:
 
 
 def test_workers_lists_registered_workers(crawlq: Invoke, store_url: str) -> None:
+    open_store(store_url).close()  # an empty store
     assert "no workers yet" in crawlq("workers").stderr
     assert as_json(crawlq("workers", "--json")) == []
     store = open_store(store_url)
@@ -268,7 +276,8 @@ def test_workers_lists_registered_workers(crawlq: Invoke, store_url: str) -> Non
     assert new["started_at"].endswith("+00:00")
 
 
-def test_missing_job_is_a_clean_error(crawlq: Invoke) -> None:
+def test_missing_job_is_a_clean_error(crawlq: Invoke, store_url: str) -> None:
+    open_store(store_url).close()  # an empty store
     assert_clean_error(crawlq("job", "999"), 1, "no job with id 999")
 
 
@@ -279,12 +288,14 @@ def test_missing_job_is_a_clean_error(crawlq: Invoke) -> None:
     ("raw", "why"),
     [("not json", "is not valid JSON"), ('{"url": 1}', "is an object"), ('"x"', "a string")],
 )
-def test_bad_args_json_says_what_is_expected(crawlq: Invoke, raw: str, why: str) -> None:
+def test_bad_args_json_says_what_is_expected(
+    crawlq: Invoke, tmp_path: Path, raw: str, why: str
+) -> None:
     result = crawlq("schedule", "fetch", "--args", raw)
     assert_clean_error(
         result, 2, "--args must be a JSON array, e.g. '[\"https://example.com\", 2]'", why
     )
-    assert as_json(crawlq("jobs", "--json")) == []
+    assert not (tmp_path / "jobs.db").exists()  # refused before the store was opened
 
 
 def test_bad_kwargs_json(crawlq: Invoke) -> None:
@@ -661,3 +672,211 @@ def test_limit_set_block_show(crawlq: Invoke) -> None:
     assert crawlq("limit", "block", "a.test", "--for", "soon").exit_code == 2
     assert crawlq("limit", "default", "page", "--max-running", "1").exit_code == 0
     assert crawlq("limit", "default", "page", "--remove").exit_code == 0
+
+
+# -- opening stores ------------------------------------------------------------------------
+
+LOOKING = [
+    ["stats"],
+    ["jobs"],
+    ["job", "1"],
+    ["workers"],
+    ["crawls"],
+    ["crawl-status", "1"],
+    ["crawl-export", "1"],
+    ["limit", "show"],
+    ["dlq", "list"],
+    ["dlq", "purge", "--all", "--yes"],
+    ["cancel", "1"],
+    ["prune", "--older-than", "1d"],
+    ["crawl-pause", "1"],
+]
+
+
+@pytest.mark.parametrize("args", LOOKING, ids=" ".join)
+def test_commands_that_look_refuse_a_missing_sqlite_file_and_create_none(
+    crawlq: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CRAWLQ_STORE", raising=False)
+    monkeypatch.delenv("CRAWLQ_APP", raising=False)
+    for result, path in (
+        (crawlq(*args, store=False), tmp_path / "crawlq.db"),  # the default store
+        (crawlq(*args), tmp_path / "jobs.db"),
+    ):
+        assert_clean_error(result, 1, f"no store at {path}: the file does not exist", "--store")
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("", "the store URL is empty"),
+        ("sqlite:jobs.db", "lacks the // after sqlite"),
+        ("sqlite:/jobs.db", "lacks the // after sqlite"),
+        ("sqlite:///", "names no file"),
+    ],
+)
+def test_misspelt_sqlite_urls_are_refused_with_the_right_spellings(
+    crawlq: Invoke, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, fragment: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for args in (["stats"], ["schedule", "t"]):
+        result = crawlq(*args, "--store", url, store=False)
+        assert_clean_error(
+            result, 1, fragment, "sqlite:///relative/path.db", "sqlite:////absolute/path.db"
+        )
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_unopenable_sqlite_path_is_named(crawlq: Invoke, tmp_path: Path) -> None:
+    (tmp_path / "notes.db").write_text("not a database, " * 100)
+    cases = [
+        (f"sqlite:///{tmp_path}", f"{tmp_path}: it is a directory"),
+        (
+            f"sqlite:///{tmp_path / 'missing' / 'jobs.db'}",
+            f"its directory {tmp_path / 'missing'} does not exist",
+        ),
+        (f"sqlite:///{tmp_path / 'notes.db'}", f"{tmp_path / 'notes.db'}: file is not a database"),
+    ]
+    for url, fragment in cases:
+        result = crawlq("schedule", "t", "--store", url, store=False)
+        assert_clean_error(result, 1, "cannot open the SQLite store", fragment)
+        assert len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "missing").exists()
+
+
+# -- printed commands work as printed ------------------------------------------------------
+
+
+def shell_env(**extra: str) -> dict[str, str]:
+    """A clean environment with ``crawlq`` on PATH and no CRAWLQ_ variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRAWLQ_")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return {**env, **extra}
+
+
+def hints(text: str, command: str) -> list[str]:
+    """The printed ```crawlq COMMAND ...``` commands in ``text``."""
+    return re.findall(rf"`(crawlq {command}[^`]*)`", text)
+
+
+def run_hint(hint: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Run a printed command as a user pastes it: through the shell."""
+    return subprocess.run(
+        ["bash", "-c", hint], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_the_readme_demo_prints_an_export_command_that_works(tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLES, tmp_path / "examples")
+    here = tmp_path / "elsewhere"
+    here.mkdir()
+    demo = subprocess.run(
+        [sys.executable, str(tmp_path / "examples" / "crawl_demo.py")],
+        cwd=here,
+        env=shell_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert demo.returncode == 0, demo.stderr
+    [export] = hints(demo.stderr, "crawl-export")
+    again = run_hint(f"{export} -o again.jsonl", here, shell_env())
+    assert again.returncode == 0, again.stderr
+    pages = (tmp_path / "examples" / "pages.jsonl").read_text()
+    assert len(pages.splitlines()) == 8
+    assert (here / "again.jsonl").read_text() == pages
+    assert sorted(p.name for p in here.iterdir()) == ["again.jsonl"]  # no crawlq.db
+    # the demo's own printed command names the store it really used
+    [shown] = [line for line in demo.stdout.splitlines() if line.startswith("$ crawlq crawl")]
+    assert "--store" in shown and "crawl-demo.db" in shown
+
+
+@pytest.fixture
+def book_site() -> Iterator[str]:
+    """examples/site on loopback; yields its URL."""
+    handler = functools.partial(QuietHandler, directory=str(EXAMPLES / "site"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def _store_for_hints(kind: str, directory: Path) -> str:
+    if kind == "sqlite":  # relative, with a space and an option: quoting matters
+        return "sqlite:///my jobs.db?synchronous=full"
+    if kind == "redis":
+        return f"{servers.redis().url}?prefix={servers.isolated_name(directory, 'h')}"
+    pg = servers.postgres()  # trust authentication: the password is not checked
+    schema = servers.isolated_name(directory, "h_")
+    return f"postgresql://postgres:s3cret@127.0.0.1:{pg.port}/postgres?schema={schema}"
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "postgres-with-password"])
+def test_hints_after_a_crawl_name_its_store_and_work_as_printed(
+    book_site: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CRAWLQ_STORE", raising=False)
+    monkeypatch.delenv("CRAWLQ_APP", raising=False)
+    url = _store_for_hints(kind, tmp_path)
+    env = shell_env(CRAWLQ_STORE=url) if "password" in kind else shell_env()
+    crawl = ["crawl", book_site, "--store", url, "--allow-private", "--delay", "0"]
+    result = CliRunner().invoke(cli, [*crawl, "-o", "pages.jsonl", "--no-progress"])
+    assert result.exit_code == 0, result.output
+    [export] = hints(result.stderr, "crawl-export")
+    if "password" in kind:
+        assert "s3cret" not in result.output
+        assert export.endswith('--store "$CRAWLQ_STORE"')
+        assert "not printed as it holds a password" in result.stderr
+    again = run_hint(f"{export} -o again.jsonl", tmp_path, env)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "again.jsonl").read_text() == (tmp_path / "pages.jsonl").read_text()
+
+    # --detach: the worker and crawl-status commands it prints work too
+    result = CliRunner().invoke(cli, [*crawl, "--new", "--detach"])
+    assert result.exit_code == 0, result.output
+    crawl_id = result.stdout.strip()
+    [worker] = hints(result.stderr, "worker")
+    [status] = hints(result.stderr, f"crawl-status {crawl_id}")
+    done = run_hint(f"{worker} --burst", tmp_path, env)
+    assert done.returncode == 0, done.stderr
+    shown = run_hint(f"{status} --json", tmp_path, env)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["state"] == "finished"
+
+    # so does the one after an unknown crawl id
+    result = CliRunner().invoke(cli, ["crawl-export", "99", "--store", url])
+    assert result.exit_code == 1
+    [lister] = hints(result.stderr, "crawls")
+    listed = run_hint(f"{lister} --json", tmp_path, env)
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) == 2
+    assert not (tmp_path / "crawlq.db").exists()
+
+
+def test_the_redis_persistence_warning_shows_once_and_never_to_commands_that_look(
+    tmp_path: Path,
+) -> None:
+    from tests.unit.test_redis_store import throwaway_redis
+
+    with throwaway_redis("--appendonly", "no", "--save", "") as url:
+        env = shell_env(CRAWLQ_STORE=url)
+        outputs = [
+            run_hint(command, tmp_path, env)
+            for command in ("crawlq stats", "crawlq schedule t", "crawlq schedule t", "crawlq jobs")
+        ]
+    assert [p.returncode for p in outputs] == [0, 0, 0, 0], [p.stderr for p in outputs]
+    assert ["persists nothing" in p.stderr for p in outputs] == [False, True, False, False]

@@ -171,12 +171,33 @@ def test_store_is_opened_lazily_and_can_be_repointed(tmp_path: Path) -> None:
     app.close()
 
 
+def test_open_without_create_refuses_a_missing_file_and_keeps_an_existing_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "jobs.db"
+    app = App(f"sqlite:///{path}")
+    with pytest.raises(crawlq.ConfigurationError, match=f"no store at {path}: the file does"):
+        app.open(create=False)
+    assert list(tmp_path.iterdir()) == []
+    app.task(name="t")(lambda ctx: None).schedule()  # opens, creating the file
+    app.close()
+    again = App(f"sqlite:///{path}")
+    assert [s.queue for s in again.open(create=False).queue_stats()] == ["t"]
+    again.close()
+
+
 @pytest.mark.parametrize(
     ("url", "fragment"),
     [
         ("jobs.db", "no scheme"),
         ("mysql://localhost/db", "no store for scheme 'mysql'"),
         ("sqlite://host/jobs.db", "three slashes"),
+        ("", "the store URL is empty"),
+        ("sqlite:jobs.db", "lacks the // after sqlite: write sqlite:///relative/path.db or"),
+        ("sqlite:/var/jobs.db", "sqlite:////absolute/path.db"),
+        ("sqlite:///", "names no file"),
+        ("redis:localhost", "lacks the // after redis: write redis://host:6379/0"),
+        ("postgresql:crawl", "write postgresql://user@host:5432/dbname"),
         ("sqlite:///:memory:", "not an in-memory database"),
         ("sqlite:///x.db?synchronous=off", "synchronous='off'"),
         ("sqlite:///x.db?busy=1", "unknown SQLite store option"),

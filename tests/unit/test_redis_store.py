@@ -109,6 +109,35 @@ def test_a_server_that_persists_nothing_is_reported_or_refused(
             open_on(url, "p", "require_persistence=1")
 
 
+def test_a_warning_about_the_server_shows_once_a_day_per_store_and_never_to_lookers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with throwaway_redis("--appendonly", "no", "--save", "") as url:
+        client = redis.Redis.from_url(url)
+
+        def warnings(*options: str, create: bool = True) -> list[str]:
+            caplog.clear()
+            query = "&".join(["prefix=p", *options])
+            with caplog.at_level(logging.WARNING, logger="crawlq.stores.redis"):
+                open_store(f"{url}?{query}", create=create).close()
+            return [r.getMessage() for r in caplog.records]
+
+        assert warnings(create=False) == []  # a caller that only looks is never warned
+        [first] = warnings()
+        assert "persists nothing" in first and "once a day per store" in first
+        assert warnings() == []  # the next opener, on any machine, stays quiet
+        assert warnings("socket_timeout=5") == []
+        assert 86000 < client.ttl("p:warned:nothing") <= 86400
+        with pytest.raises(crawlq.ConfigurationError, match="require_persistence"):
+            warnings("require_persistence=1")  # refusing is not warning: every time
+        client.delete("p:warned:nothing")  # as if a day had passed
+        assert len(warnings()) == 1
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="crawlq.stores.redis"):
+            open_on(url, "other").close()  # another store on the server has its own day
+        assert len(caplog.records) == 1
+
+
 def test_snapshots_only_are_reported_and_append_only_is_quiet(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -67,6 +67,9 @@ Key layout::
     {p}:cache:{ckey}          hash    one cache entry: value, expires_at; it also
                                       expires natively (PEXPIRE) a minute after
                                       expires_at on the server's clock
+    {p}:warned:{warning}      string  set (NX, one-day expiry) by the first opener to log
+                                      a warning about the server (unchecked, snapshots,
+                                      nothing): the others stay quiet until it expires
 
 A job hash holds the fields of ``crawlq.jobs.Job`` except ``id`` (it is in the key); a
 field that is None is absent. ``state`` is one of pending, running, done, dead,
@@ -136,6 +139,7 @@ TEMPLATES: dict[str, str] = {
     "result_keys": "{p}:rkeys:{crawl}",
     "results": "{p}:results:{crawl}",
     "cache": "{p}:cache:{ckey}",
+    "warned": "{p}:warned:{warning}",
 }
 """Key (and channel) name templates; ``finished`` takes state done, dead or cancelled."""
 

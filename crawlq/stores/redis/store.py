@@ -119,6 +119,8 @@ PRUNE_BUDGET = 1000
 MAX_INTEGER = 2**53
 """Priorities and max_attempts are Lua numbers (doubles) in the scripts: exact to 2**53."""
 SUBSCRIBE_TIMEOUT = 5.0
+WARN_EVERY = 24 * 3600
+"""Seconds between two logs of one warning about the server, per store (``_warn``)."""
 
 
 def _script_source(name: str) -> str:
@@ -148,6 +150,10 @@ class RedisSettings:
       log a warning).
     - ``socket_timeout``: seconds a command may take before ``StoreUnavailable`` (10).
     - ``socket_connect_timeout``: seconds to connect (5).
+    - ``warn``: log the warnings about a server that may lose jobs (default True), each at
+      most once a day per store: the first opener on any machine to set the store's
+      ``{p}:warned:{warning}`` key (``SET NX`` with a one-day expiry) logs it. False (a
+      caller that only looks) logs none; ``require_persistence`` still refuses.
     """
 
     url: str
@@ -155,6 +161,7 @@ class RedisSettings:
     require_persistence: bool = False
     socket_timeout: float = 10.0
     socket_connect_timeout: float = 5.0
+    warn: bool = True
 
     def __post_init__(self) -> None:
         if not self.prefix or any(c.isspace() for c in self.prefix):
@@ -440,10 +447,10 @@ class RedisStore:
             for name in ("maxmemory-policy", "appendonly", "save"):
                 config.update(cast("dict[str, str]", self._client.config_get(name)))
         except redis.ResponseError as exc:
-            logger.warning(
-                "could not check the Redis server's settings (CONFIG GET failed: %s): make "
+            self._warn(
+                "unchecked",
+                f"could not check the Redis server's settings (CONFIG GET failed: {exc}): make "
                 "sure it has maxmemory-policy noeviction and appendonly yes, or jobs can be lost",
-                exc,
             )
             return
         policy = config.get("maxmemory-policy", "noeviction")
@@ -460,11 +467,11 @@ class RedisStore:
         if appendonly == "yes":
             return
         if save.strip():
-            logger.warning(
-                "the Redis server at %s saves snapshots only (appendonly no): a crash loses "
-                "the jobs acknowledged since the last snapshot. Run `CONFIG SET appendonly "
-                "yes` and set `appendonly yes` in redis.conf",
-                self._where(),
+            self._warn(
+                "snapshots",
+                f"the Redis server at {self._where()} saves snapshots only (appendonly no): a "
+                "crash loses the jobs acknowledged since the last snapshot. Run `CONFIG SET "
+                "appendonly yes` and set `appendonly yes` in redis.conf",
             )
             return
         message = (
@@ -474,7 +481,19 @@ class RedisStore:
         )
         if self.settings.require_persistence:
             raise ConfigurationError(message + " (refused because of ?require_persistence=1)")
-        logger.warning(message)
+        self._warn("nothing", message)
+
+    def _warn(self, warning: str, message: str) -> None:
+        """Log ``message`` if this store has not logged ``warning`` in the last day."""
+        if not self.settings.warn:
+            return
+        name = keys.key("warned", self._prefix, warning=warning)
+        try:
+            first = self._client.set(name, "1", nx=True, ex=WARN_EVERY)
+        except redis.ResponseError:  # a read-only replica, or out of memory: warn anyway
+            first = True
+        if first:
+            logger.warning("%s (this warning shows once a day per store)", message)
 
     def _where(self) -> str:
         kwargs = self._client.connection_pool.connection_kwargs

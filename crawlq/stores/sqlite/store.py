@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -85,12 +86,15 @@ class SQLiteSettings:
       about a tenth of the commit rate). With ``normal`` a killed process or a clean
       reboot never loses a commit; a power cut may lose the last ones.
     - ``poll_interval``: seconds between two looks at ``data_version`` while waiting (0.002).
+    - ``create``: make the file when it is missing (default). False refuses a missing file
+      with a ``ConfigurationError`` naming it (``open_store(url, create=False)``).
     """
 
     path: str
     busy_timeout: float = 60.0
     synchronous: str = "normal"
     poll_interval: float = 0.002
+    create: bool = True
 
     def __post_init__(self) -> None:
         if self.path in ("", ":memory:") or self.path.startswith("file::memory:"):
@@ -104,6 +108,26 @@ class SQLiteSettings:
             )
         if self.busy_timeout <= 0 or self.poll_interval <= 0:
             raise ConfigurationError("busy_timeout and poll_interval must be positive seconds")
+
+
+def _unopenable(path: str, exc: sqlite3.Error) -> ConfigurationError:
+    """The error for a SQLite file that cannot be opened, naming it and saying why."""
+    where = os.path.abspath(path)
+    folder = os.path.dirname(where)
+    if os.path.isdir(where):
+        why = f"it is a directory; name a file in it, e.g. sqlite:///{path.rstrip('/')}/crawlq.db"
+    elif not os.path.isdir(folder):
+        why = f"its directory {folder} does not exist; create it, or give another path"
+    elif not os.access(folder, os.W_OK | os.X_OK) or (
+        os.path.exists(where) and not os.access(where, os.R_OK | os.W_OK)
+    ):
+        why = (
+            "no permission: crawlq must read and write the file and create files next to "
+            f"it (-wal, -shm); {exc}"
+        )
+    else:
+        why = str(exc)
+    return ConfigurationError(f"cannot open the SQLite store {where}: {why}")
 
 
 def _is_busy(exc: sqlite3.Error) -> bool:
@@ -206,13 +230,26 @@ class SQLiteStore:
         self.settings = settings
         self._lock = threading.RLock()
         self._wait_lock = threading.Lock()
-        with _translate("opening the database"):
-            self._conn = self._connect()
-            self._wait_conn = self._connect()
+        path = settings.path
+        if not settings.create and not os.path.exists(path):
+            raise ConfigurationError(
+                f"no store at {os.path.abspath(path)}: the file does not exist. Give the "
+                "store's URL (--store or CRAWLQ_STORE), or crawl or schedule something first"
+            )
         try:
+            self._conn = self._connect()
+        except sqlite3.Error as exc:
+            raise _unopenable(path, exc) from exc
+        try:
+            self._wait_conn = self._connect()
             self.migrate()
-        except BaseException:
-            self.close()  # a refused or failed migration must not keep the file open
+        except BaseException as exc:
+            self._conn.close()  # a refused or failed migration must not keep the file open
+            if hasattr(self, "_wait_conn"):
+                self._wait_conn.close()
+            cause = exc.__cause__ if isinstance(exc, StoreError) else exc
+            if isinstance(cause, sqlite3.Error) and not _is_busy(cause):
+                raise _unopenable(path, cause) from exc
             raise
 
     # -- connections and transactions ------------------------------------------------
