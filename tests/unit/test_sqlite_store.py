@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Callable
 from contextlib import closing
@@ -79,17 +80,36 @@ def test_another_process_waits_for_the_lock_instead_of_failing(tmp_path: Path) -
     store.close()
 
 
-def test_driver_errors_are_wrapped(tmp_path: Path) -> None:
+def test_a_file_that_is_not_a_database_is_named(tmp_path: Path) -> None:
     path = tmp_path / "not-a-db.db"
     path.write_bytes(b"this is not an SQLite file" * 100)
-    with pytest.raises(crawlq.StoreError, match="SQLite failed") as err:
+    with pytest.raises(crawlq.ConfigurationError) as err:
         SQLiteStore(SQLiteSettings(path=str(path)))
+    assert str(err.value) == f"cannot open the SQLite store {path}: file is not a database"
     assert isinstance(err.value.__cause__, sqlite3.DatabaseError)
 
 
 def test_missing_directory_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(crawlq.StoreError, match="unable to open"):
+    with pytest.raises(crawlq.ConfigurationError) as err:
         crawlq.open_store(f"sqlite:///{tmp_path / 'nowhere' / 'jobs.db'}")
+    assert str(err.value) == (
+        f"cannot open the SQLite store {tmp_path / 'nowhere' / 'jobs.db'}: its directory "
+        f"{tmp_path / 'nowhere'} does not exist; create it, or give another path"
+    )
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may open any file")
+def test_a_file_without_permission_is_named(tmp_path: Path) -> None:
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    crawlq.open_store(f"sqlite:///{folder / 'jobs.db'}").close()
+    folder.chmod(0o500)
+    try:
+        with pytest.raises(crawlq.ConfigurationError, match=f"{folder / 'jobs.db'}: no permission"):
+            crawlq.open_store(f"sqlite:///{folder / 'jobs.db'}")
+    finally:
+        folder.chmod(0o700)
 
 
 def test_url_options_reach_the_settings(tmp_path: Path) -> None:
