@@ -63,6 +63,8 @@ class Failure:
     error: str
     retry_delay: float | None
     reason: str = "error"
+    exception: str = ""
+    """The exception on one line, ``Type: message``: what the worker logs (not stored)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

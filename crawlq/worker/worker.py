@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from crawlq.config import WorkerSettings
 from crawlq.exceptions import ConfigurationError, StoreError
 from crawlq.jobs import Job, Lease, WorkerInfo
-from crawlq.stores.base import ClaimParams, Release, WaitParams
+from crawlq.stores.base import ClaimParams, Failure, Release, WaitParams
 from crawlq.worker.acks import Acker
 from crawlq.worker.execute import Outcome, timed_out
 from crawlq.worker.heartbeat import Heartbeat
@@ -70,6 +70,34 @@ class WorkerCounters:
     fenced: int = 0
     """Jobs stopped because the store was unreachable for longer than their lease."""
     outcomes: dict[str, int] = field(default_factory=dict)
+
+
+def log_failure(job: Job, failure: Failure) -> None:
+    """One line for a failed attempt: ERROR, or INFO when the task itself asked for a retry
+    (``Retry``) or raised ``Discard``; then the traceback, at INFO for a job that went dead
+    on an ERROR and at DEBUG otherwise."""
+    asked = failure.reason == "discarded" or (
+        failure.reason == "retry" and failure.retry_delay is not None
+    )
+    dead = failure.retry_delay is None
+    fate = (
+        f"dead (reason {failure.reason})"
+        if dead
+        else f"will be retried in {failure.retry_delay:.1f} s"
+    )
+    logger.log(
+        logging.INFO if asked else logging.ERROR,
+        "job %s (task %s) failed on attempt %d of %d: %s; %s",
+        job.id,
+        job.task,
+        job.attempts,
+        job.max_attempts,
+        failure.exception or failure.reason,
+        fate,
+    )
+    if failure.error.strip() != failure.exception:
+        level = logging.INFO if dead and not asked else logging.DEBUG
+        logger.log(level, "job %s attempt %d: %s", job.id, job.attempts, failure.error.rstrip())
 
 
 class Worker:
@@ -263,6 +291,8 @@ class Worker:
             # Put under the lock: a burst worker that sees no job held must see this
             # outcome in the acker, or it could stop before the retry it schedules.
             self._acker.put(outcome)
+        if isinstance(outcome, Failure):
+            log_failure(held.job, outcome)
         kind = type(outcome).__name__.lower()
         self.counters.outcomes[kind] = self.counters.outcomes.get(kind, 0) + 1
         if kind == "completion":
@@ -277,7 +307,6 @@ class Worker:
             late = [h for h in self._held.values() if h.deadline is not None and h.deadline < now]
         for held in late:
             backoff = self.app.tasks[held.job.task].options.backoff
-            logger.warning("job %s ran past its timeout of %s s", held.job.id, held.job.timeout)
             self.counters.timed_out += 1
             self._finish(held.job.id, timed_out(held.job, backoff))
             self._runtime.cancel(held.job)

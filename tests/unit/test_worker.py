@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -55,6 +56,65 @@ def test_failing_task_is_retried_then_dead_with_its_traceback(app: App) -> None:
     assert dead.dead_reason == "max_attempts"
     assert "ValueError: site is down" in (dead.last_error or "")
     assert "Traceback" in (dead.last_error or "")
+
+
+def failure_lines(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    records = [r for r in caplog.records if r.name == "crawlq.worker" and r.levelno == level]
+    return [r.getMessage() for r in records if "failed on attempt" in r.getMessage()]
+
+
+def tracebacks(caplog: pytest.LogCaptureFixture) -> dict[int, str]:
+    """Level of each worker record that holds a traceback -> its text."""
+    return {
+        r.levelno: r.getMessage()
+        for r in caplog.records
+        if r.name == "crawlq.worker" and "Traceback" in r.getMessage()
+    }
+
+
+@pytest.mark.parametrize("runtime", ["thread", "asyncio"])
+def test_each_failure_is_one_error_line_and_the_traceback_follows(
+    app: App, runtime: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    @app.task(name="flaky", max_attempts=2, backoff=crawlq.Backoff(base=0.0))
+    def flaky(ctx: JobContext) -> None:
+        raise ValueError("site is down")
+
+    job_id = flaky.schedule().job_id
+    with caplog.at_level(logging.DEBUG, logger="crawlq"):
+        drain(app, runtime=runtime)
+    assert failure_lines(caplog, logging.ERROR) == [
+        f"job {job_id} (task flaky) failed on attempt 1 of 2: ValueError: site is down; "
+        "will be retried in 0.0 s",
+        f"job {job_id} (task flaky) failed on attempt 2 of 2: ValueError: site is down; "
+        "dead (reason max_attempts)",
+    ]
+    found = tracebacks(caplog)
+    assert sorted(found) == [logging.DEBUG, logging.INFO]  # retried: DEBUG; dead: INFO
+    assert found[logging.INFO].startswith(f"job {job_id} attempt 2: Traceback")
+    assert 'raise ValueError("site is down")' in found[logging.INFO]
+
+
+def test_a_retry_or_discard_the_task_asks_for_is_logged_at_info(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    @app.task(name="polite", max_attempts=3)
+    def polite(ctx: JobContext) -> None:
+        if ctx.attempt == 1:
+            raise crawlq.Retry(delay=0, reason="HTTP 429")
+        raise crawlq.Discard("HTTP 404")
+
+    job_id = polite.schedule().job_id
+    with caplog.at_level(logging.DEBUG, logger="crawlq"):
+        drain(app)
+    assert failure_lines(caplog, logging.ERROR) == []
+    assert failure_lines(caplog, logging.INFO) == [
+        f"job {job_id} (task polite) failed on attempt 1 of 3: crawlq.exceptions.Retry: "
+        "HTTP 429; will be retried in 0.0 s",
+        f"job {job_id} (task polite) failed on attempt 2 of 3: crawlq.exceptions.Discard: "
+        "HTTP 404; dead (reason discarded)",
+    ]
+    assert sorted(tracebacks(caplog)) == [logging.DEBUG]
 
 
 def test_burst_worker_waits_for_retries_its_own_failures_make_due(app: App) -> None:
