@@ -40,6 +40,9 @@ DUTY_TTL = 1.25
 dead maintainer delays the return of expired leases, at most."""
 PRUNE_EVERY = 60.0
 """Seconds between two prunes of finished jobs past retention."""
+LOOK_BEYOND_EVERY = 60.0
+"""Seconds between two looks, when idle, for due jobs in queues this worker does not
+serve (``_look_beyond_queues``)."""
 DEAD_AFTER = 30.0
 """Seconds without a heartbeat after which a worker is declared dead and its jobs are
 returned at once (every worker heartbeats at least every ``REGISTRY_EVERY`` = 5 s)."""
@@ -141,6 +144,8 @@ class Worker:
         )
         self._next_expire = 0.0
         self._next_prune = 0.0
+        self._next_look_beyond = 0.0
+        self._named_beyond: set[str] = set()
 
     # -- control ---------------------------------------------------------------------
 
@@ -222,6 +227,8 @@ class Worker:
         jobs = self._claim(free)
         if jobs:
             return False
+        if idle:
+            self._look_beyond_queues()
         if self.settings.burst and idle:
             if quiet:
                 return True
@@ -248,6 +255,38 @@ class Worker:
         for job in jobs:
             self._runtime.submit(job)
         return jobs
+
+    def _look_beyond_queues(self) -> None:
+        """Idle: say once which queues this worker does not serve have due jobs (a
+        task scheduled under another name waits there for ever). Looks at most every
+        ``LOOK_BEYOND_EVERY`` s, and names each queue once."""
+        now = time.monotonic()
+        if now < self._next_look_beyond:
+            return
+        self._next_look_beyond = now + LOOK_BEYOND_EVERY
+        try:
+            stats = self.store.queue_stats()
+        except StoreError as exc:
+            logger.warning("could not read the queue stats, will retry: %s", exc)
+            return
+        served = set(self.queues)
+        due = [(s.queue, s.due) for s in stats if s.due and s.queue not in served]
+        new = [(q, n) for q, n in due if q not in self._named_beyond]
+        if not new:
+            return
+        self._named_beyond.update(q for q, _ in new)
+        shown = ", ".join(f"{q} ({n} due)" for q, n in new[:5])
+        more = f" and {len(new) - 5} more" if len(new) > 5 else ""
+        logger.log(
+            logging.INFO if self.settings.queues else logging.WARNING,
+            "no job is due in the queues of this worker (%s), but jobs are due in queues it "
+            "does not serve: %s%s. A worker takes jobs only from its app's task queues or "
+            "--queue; a task scheduled under another name (see 'Task names' in the README) "
+            "is never claimed here",
+            ", ".join(self.queues),
+            shown,
+            more,
+        )
 
     def _wait_for_work(self) -> None:
         try:

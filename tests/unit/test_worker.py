@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -434,3 +435,25 @@ def test_a_worker_gives_back_the_jobs_of_a_dead_worker_at_once(app: App) -> None
     states = {w.id: w.state for w in app.workers()}
     assert states == {ghost.id: "dead", worker.id: "stopped"}
     assert app.store.job_complete([crawlq.stores.base.Completion(lease=claimed.lease)]) == [False]
+
+
+def test_an_idle_worker_names_unserved_queues_with_due_jobs_once(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    @app.task(name="mine")
+    def mine(ctx: JobContext) -> None:
+        pass
+
+    app.schedule_many([dataclasses.replace(mine.spec(), queue="elsewhere") for _ in range(2)])
+    worker = app.worker(WorkerSettings(poll_timeout=0.02))
+    with caplog.at_level(logging.INFO, logger="crawlq.worker"):
+        thread = run_in_thread(worker)
+        time.sleep(0.5)  # some 25 idle polls
+        worker.stop()
+        thread.join(10)
+    said = [r for r in caplog.records if "queues it does not serve" in r.getMessage()]
+    assert [(r.levelname, r.getMessage().split(": ", 1)[1]) for r in said] == [
+        ("WARNING", "elsewhere (2 due). A worker takes jobs only from its app's task queues "
+         "or --queue; a task scheduled under another name (see 'Task names' in the README) "
+         "is never claimed here"),
+    ]  # fmt: skip
