@@ -40,6 +40,10 @@ DUTY_TTL = 1.25
 dead maintainer delays the return of expired leases, at most."""
 PRUNE_EVERY = 60.0
 """Seconds between two prunes of finished jobs past retention."""
+BURST_WAIT = 60.0
+"""Longest wait of a burst worker for a job its limit key keeps back (``min_interval``, a
+block); a job that may start later than that, or is due later by its own run_at, is left
+for the next run."""
 LOOK_BEYOND_EVERY = 60.0
 """Seconds between two looks, when idle, for due jobs in queues this worker does not
 serve (``_look_beyond_queues``)."""
@@ -230,13 +234,28 @@ class Worker:
         if idle:
             self._look_beyond_queues()
         if self.settings.burst and idle:
-            if quiet:
+            if not quiet:
+                self._wakeup.wait(0.05)  # the last outcomes are being recorded
+                self._wakeup.clear()
+                return False
+            if not self._kept_back():
                 return True
-            self._wakeup.wait(0.05)  # the last outcomes are being recorded
-            self._wakeup.clear()
-            return False
         self._wait_for_work()
         return False
+
+    def _kept_back(self) -> bool:
+        """Burst: are jobs of our queues kept back by their limit key only, for a while
+        (``min_interval``, a block of at most ``BURST_WAIT`` s, ``max_running`` with jobs
+        of the queue running elsewhere)? Jobs due later by their own run_at are not."""
+        try:
+            if self.store.job_next_gated(self.queues, within=BURST_WAIT) is not None:
+                return True
+            served = set(self.queues)
+            stats = self.store.queue_stats()
+        except StoreError as exc:
+            logger.warning("could not look for jobs kept back by limits, retrying: %s", exc)
+            return True
+        return any(s.waiting and s.running for s in stats if s.queue in served)
 
     def _claim(self, limit: int) -> list[Job]:
         try:

@@ -13,6 +13,7 @@ import pytest
 
 import crawlq
 from crawlq import App, JobContext, JobState, WorkerSettings
+from crawlq.stores.base import ClaimParams, JobFilter
 
 
 def drain(app: App, **settings: object) -> crawlq.Worker:
@@ -457,3 +458,26 @@ def test_an_idle_worker_names_unserved_queues_with_due_jobs_once(
          "or --queue; a task scheduled under another name (see 'Task names' in the README) "
          "is never claimed here"),
     ]  # fmt: skip
+
+
+def test_burst_waits_for_jobs_behind_max_running_and_leaves_a_long_block(app: App) -> None:
+    """Jobs of a key at max_running wait behind a job running elsewhere (here a worker
+    that vanished: its lease runs out in 0.5 s): the burst worker waits and runs them. A
+    key blocked for an hour is outside action's business: the worker exits at once."""
+
+    @app.task(name="hosted", lease=0.5)
+    def hosted(ctx: JobContext, n: int) -> int:
+        return n
+
+    app.set_limit("busy", max_running=1)
+    busy = [r.job_id for r in app.schedule_many(hosted.spec(i, limit_key="busy") for i in range(3))]
+    app.store.job_claim(ClaimParams(queues=("hosted",), worker_id="gone", limit=1))
+    hosted.schedule(9, limit_key="blocked")
+    app.store.limit_block("blocked", app.store.now() + 3600)
+    started = time.monotonic()
+    worker = drain(app)
+    assert time.monotonic() - started < 10
+    assert worker.counters.done == 3
+    assert [job(app, i).state for i in busy] == [JobState.DONE] * 3
+    [blocked] = app.store.job_list(JobFilter(task="hosted", state=JobState.PENDING))
+    assert blocked.limit_key == "blocked"
