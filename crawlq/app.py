@@ -30,7 +30,7 @@ from crawlq.jobs import Job, JobSpec, QueueStats, ScheduleResult, WorkerInfo
 from crawlq.limits import KeyLimit, Limits
 from crawlq.payload import encode_arguments
 from crawlq.stores import Store, open_store
-from crawlq.tasks import Task, make_options
+from crawlq.tasks import Task, default_name, make_options
 
 if TYPE_CHECKING:
     from crawlq.worker.worker import Worker
@@ -112,10 +112,12 @@ class App:
         """Register a function as a task: ``@app.task`` or ``@app.task(max_attempts=5)``.
 
         Options are those of ``crawlq.tasks.TaskOptions``; an unknown one is refused here.
+        Without ``name=`` the task is named ``module.function`` as ``import`` names the
+        module, also when it runs as a script (``crawlq.tasks.default_name``).
         """
 
         def register(f: Callable[P, R]) -> Task[P, R]:
-            task_name = name or f"{f.__module__}.{f.__qualname__}"
+            task_name = name or default_name(f)
             if task_name in self.tasks:
                 raise ConfigurationError(
                     f"a task named {task_name!r} is already registered; pass name=... to "

@@ -111,7 +111,8 @@ class WorkerSettings:
     - ``shutdown_grace``: seconds running jobs get to finish after SIGTERM (default 30).
     - ``poll_timeout``: longest wait between two claims when idle (default 1 s; stores
       with notifications wake up sooner).
-    - ``burst``: exit when no job is due and none is running.
+    - ``burst``: exit when nothing is left that can run without outside action (none
+      due, none running, none held back by its limit key for at most a minute).
     - ``retention``: seconds done and cancelled jobs are kept before pruning (7 days).
     - ``runtime``: how jobs run: ``thread`` (default), ``asyncio`` or ``process``.
     - ``max_jobs_per_child``, ``max_memory_per_child`` (bytes): the process runtime

@@ -61,6 +61,7 @@ def decide(
     if attempts >= max_attempts:
         final = "max_attempts" if reason == "error" else reason
         return RetryDecision(delay=None, reason=final, error=error)
-    if isinstance(exc, Retry) and exc.delay is not None:
-        return RetryDecision(delay=max(0.0, exc.delay), reason="retry", error=error)
+    if isinstance(exc, Retry):  # asked for by the task: reason "retry"
+        delay = backoff.delay(attempts) if exc.delay is None else max(0.0, exc.delay)
+        return RetryDecision(delay=delay, reason="retry", error=error)
     return RetryDecision(delay=backoff.delay(attempts), reason=reason, error=error)

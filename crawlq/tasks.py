@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import inspect
 import logging
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from crawlq.config import DEFAULT_LEASE_SECONDS, DEFAULT_MAX_ATTEMPTS
@@ -20,6 +22,40 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+MAIN_MODULES = ("__main__", "__mp_main__")
+"""What a script's module is called when run (``python keys.py``, ``python -m keys``) and
+in the process runtime's children (``multiprocessing`` spawn)."""
+
+
+def default_name(fn: Callable[..., Any]) -> str:
+    """The name of a task registered without ``name=``: ``module.qualname``, the module
+    named as ``import`` names it. A script's functions are named as if it were imported:
+    ``python keys.py`` and ``crawlq worker --app keys:app`` both name ``disc`` of keys.py
+    ``keys.disc`` (``pkg.keys.disc`` when its directory is a package with
+    ``__init__.py``; ``python -m pkg.keys`` likewise). Only code with no file (an
+    interactive session) keeps ``__main__``: no other process can import it anyway."""
+    return f"{import_name(fn.__module__)}.{fn.__qualname__}"
+
+
+def import_name(module_name: str) -> str:
+    """``module_name``, or for a script's module the name an import would give it."""
+    if module_name not in MAIN_MODULES:
+        return module_name
+    module = sys.modules.get(module_name)
+    spec = getattr(module, "__spec__", None)
+    if spec is not None and spec.name not in MAIN_MODULES:
+        return str(spec.name)  # python -m pkg.keys
+    path = getattr(module, "__file__", None)
+    if not path:
+        return module_name
+    file = Path(path).resolve()
+    parts = [file.stem]
+    package = file.parent
+    while (package / "__init__.py").is_file():
+        parts.insert(0, package.name)
+        package = package.parent
+    return ".".join(parts)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

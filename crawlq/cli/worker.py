@@ -133,7 +133,13 @@ def summary(worker: Worker) -> str:
     help="Process runtime: replace a child process once its resident memory is above "
     "SIZE (e.g. 500MB, 2GiB), between two jobs.",
 )
-@click.option("--burst", is_flag=True, help="Exit when no job is due and none is running.")
+@click.option(
+    "--burst",
+    is_flag=True,
+    help="Exit when nothing is left that can run without outside action: no job due, "
+    "running, or held back by its limit key for at most a minute (min_interval, "
+    "max_running, a short block); jobs due later (delay, at, backoff) stay pending.",
+)
 @click.option(
     "--log-level",
     type=click.Choice(LOG_LEVELS, case_sensitive=False),

@@ -63,6 +63,8 @@ class Failure:
     error: str
     retry_delay: float | None
     reason: str = "error"
+    exception: str = ""
+    """The exception on one line, ``Type: message``: what the worker logs (not stored)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -148,6 +150,8 @@ class Store(Protocol):
       key's last start, and not before ``blocked_until``; every other claim rule holds.
       The running count of a key is lowered by every way a job leaves running. A claim
       costs the same whether the waiting jobs of blocked keys number none or millions.
+      ``job_next_gated`` tells when the next job that only its key's gate keeps back may
+      start (burst workers wait for it); a job due later by its own run_at is not one.
     """
 
     capabilities: Capabilities
@@ -209,6 +213,15 @@ class Store(Protocol):
 
     def job_next_due(self, queues: Sequence[str]) -> Timestamp | None:
         """The earliest run_at among pending jobs of ``queues``, or None."""
+
+    def job_next_gated(
+        self, queues: Sequence[str], *, within: float, now: Timestamp | None = None
+    ) -> Timestamp | None:
+        """The earliest time, no later than ``within`` s from now, at which a pending job
+        of ``queues`` that is due by its own run_at may start, where only its limit key's
+        gate (``min_interval`` since the key's last start, ``blocked_until``) keeps it
+        back; None if there is none. Jobs due later by their own run_at (delay, at, a
+        retry's backoff) do not count."""
 
     def job_wait(self, params: WaitParams) -> None:
         """Block until work may be claimable in ``params.queues`` or the timeout passes.

@@ -35,6 +35,12 @@ def _error_text(exc: BaseException) -> str:
     return text if len(text) <= MAX_ERROR_CHARS else text[-MAX_ERROR_CHARS:]
 
 
+def exception_line(exc: BaseException) -> str:
+    """``exc`` as its traceback's last line says it (``ValueError: bad``), on one line."""
+    text = "".join(traceback.format_exception_only(exc)).strip()
+    return " | ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
 def failure(job: Job, exc: BaseException, backoff: Backoff, reason: str = "error") -> Failure:
     """The Failure for an attempt that raised ``exc``, with the retry policy applied."""
     decision = decide(
@@ -46,7 +52,11 @@ def failure(job: Job, exc: BaseException, backoff: Backoff, reason: str = "error
         reason=reason,
     )
     return Failure(
-        lease=job.lease, error=decision.error, retry_delay=decision.delay, reason=decision.reason
+        lease=job.lease,
+        error=decision.error,
+        retry_delay=decision.delay,
+        reason=decision.reason,
+        exception=exception_line(exc),
     )
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from crawlq.config import WorkerSettings
 from crawlq.exceptions import ConfigurationError, StoreError
 from crawlq.jobs import Job, Lease, WorkerInfo
-from crawlq.stores.base import ClaimParams, Release, WaitParams
+from crawlq.stores.base import ClaimParams, Failure, Release, WaitParams
 from crawlq.worker.acks import Acker
 from crawlq.worker.execute import Outcome, timed_out
 from crawlq.worker.heartbeat import Heartbeat
@@ -40,6 +40,13 @@ DUTY_TTL = 1.25
 dead maintainer delays the return of expired leases, at most."""
 PRUNE_EVERY = 60.0
 """Seconds between two prunes of finished jobs past retention."""
+BURST_WAIT = 60.0
+"""Longest wait of a burst worker for a job its limit key keeps back (``min_interval``, a
+block); a job that may start later than that, or is due later by its own run_at, is left
+for the next run."""
+LOOK_BEYOND_EVERY = 60.0
+"""Seconds between two looks, when idle, for due jobs in queues this worker does not
+serve (``_look_beyond_queues``)."""
 DEAD_AFTER = 30.0
 """Seconds without a heartbeat after which a worker is declared dead and its jobs are
 returned at once (every worker heartbeats at least every ``REGISTRY_EVERY`` = 5 s)."""
@@ -70,6 +77,34 @@ class WorkerCounters:
     fenced: int = 0
     """Jobs stopped because the store was unreachable for longer than their lease."""
     outcomes: dict[str, int] = field(default_factory=dict)
+
+
+def log_failure(job: Job, failure: Failure) -> None:
+    """One line for a failed attempt: ERROR, or INFO when the task itself asked for a retry
+    (``Retry``) or raised ``Discard``; then the traceback, at INFO for a job that went dead
+    on an ERROR and at DEBUG otherwise."""
+    asked = failure.reason == "discarded" or (
+        failure.reason == "retry" and failure.retry_delay is not None
+    )
+    dead = failure.retry_delay is None
+    fate = (
+        f"dead (reason {failure.reason})"
+        if dead
+        else f"will be retried in {failure.retry_delay:.1f} s"
+    )
+    logger.log(
+        logging.INFO if asked else logging.ERROR,
+        "job %s (task %s) failed on attempt %d of %d: %s; %s",
+        job.id,
+        job.task,
+        job.attempts,
+        job.max_attempts,
+        failure.exception or failure.reason,
+        fate,
+    )
+    if failure.error.strip() != failure.exception:
+        level = logging.INFO if dead and not asked else logging.DEBUG
+        logger.log(level, "job %s attempt %d: %s", job.id, job.attempts, failure.error.rstrip())
 
 
 class Worker:
@@ -113,6 +148,8 @@ class Worker:
         )
         self._next_expire = 0.0
         self._next_prune = 0.0
+        self._next_look_beyond = 0.0
+        self._named_beyond: set[str] = set()
 
     # -- control ---------------------------------------------------------------------
 
@@ -194,14 +231,31 @@ class Worker:
         jobs = self._claim(free)
         if jobs:
             return False
+        if idle:
+            self._look_beyond_queues()
         if self.settings.burst and idle:
-            if quiet:
+            if not quiet:
+                self._wakeup.wait(0.05)  # the last outcomes are being recorded
+                self._wakeup.clear()
+                return False
+            if not self._kept_back():
                 return True
-            self._wakeup.wait(0.05)  # the last outcomes are being recorded
-            self._wakeup.clear()
-            return False
         self._wait_for_work()
         return False
+
+    def _kept_back(self) -> bool:
+        """Burst: are jobs of our queues kept back by their limit key only, for a while
+        (``min_interval``, a block of at most ``BURST_WAIT`` s, ``max_running`` with jobs
+        of the queue running elsewhere)? Jobs due later by their own run_at are not."""
+        try:
+            if self.store.job_next_gated(self.queues, within=BURST_WAIT) is not None:
+                return True
+            served = set(self.queues)
+            stats = self.store.queue_stats()
+        except StoreError as exc:
+            logger.warning("could not look for jobs kept back by limits, retrying: %s", exc)
+            return True
+        return any(s.waiting and s.running for s in stats if s.queue in served)
 
     def _claim(self, limit: int) -> list[Job]:
         try:
@@ -220,6 +274,38 @@ class Worker:
         for job in jobs:
             self._runtime.submit(job)
         return jobs
+
+    def _look_beyond_queues(self) -> None:
+        """Idle: say once which queues this worker does not serve have due jobs (a
+        task scheduled under another name waits there for ever). Looks at most every
+        ``LOOK_BEYOND_EVERY`` s, and names each queue once."""
+        now = time.monotonic()
+        if now < self._next_look_beyond:
+            return
+        self._next_look_beyond = now + LOOK_BEYOND_EVERY
+        try:
+            stats = self.store.queue_stats()
+        except StoreError as exc:
+            logger.warning("could not read the queue stats, will retry: %s", exc)
+            return
+        served = set(self.queues)
+        due = [(s.queue, s.due) for s in stats if s.due and s.queue not in served]
+        new = [(q, n) for q, n in due if q not in self._named_beyond]
+        if not new:
+            return
+        self._named_beyond.update(q for q, _ in new)
+        shown = ", ".join(f"{q} ({n} due)" for q, n in new[:5])
+        more = f" and {len(new) - 5} more" if len(new) > 5 else ""
+        logger.log(
+            logging.INFO if self.settings.queues else logging.WARNING,
+            "no job is due in the queues of this worker (%s), but jobs are due in queues it "
+            "does not serve: %s%s. A worker takes jobs only from its app's task queues or "
+            "--queue; a task scheduled under another name (see 'Task names' in the README) "
+            "is never claimed here",
+            ", ".join(self.queues),
+            shown,
+            more,
+        )
 
     def _wait_for_work(self) -> None:
         try:
@@ -263,6 +349,8 @@ class Worker:
             # Put under the lock: a burst worker that sees no job held must see this
             # outcome in the acker, or it could stop before the retry it schedules.
             self._acker.put(outcome)
+        if isinstance(outcome, Failure):
+            log_failure(held.job, outcome)
         kind = type(outcome).__name__.lower()
         self.counters.outcomes[kind] = self.counters.outcomes.get(kind, 0) + 1
         if kind == "completion":
@@ -277,7 +365,6 @@ class Worker:
             late = [h for h in self._held.values() if h.deadline is not None and h.deadline < now]
         for held in late:
             backoff = self.app.tasks[held.job.task].options.backoff
-            logger.warning("job %s ran past its timeout of %s s", held.job.id, held.job.timeout)
             self.counters.timed_out += 1
             self._finish(held.job.id, timed_out(held.job, backoff))
             self._runtime.cancel(held.job)

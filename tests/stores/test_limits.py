@@ -436,6 +436,33 @@ def test_job_next_due_reflects_a_fronts_gated_time(store: Store) -> None:
     assert get(store, later).run_at == T0 + 41
 
 
+def test_job_next_gated_finds_the_jobs_only_a_limit_key_keeps_back(store: Store) -> None:
+    store.limit_set("k", Limits(min_interval=30), now=T0)
+    keyed(store, "k", 2)
+    add(store, delay=5)  # due later by its own run_at: never counted
+    add(store, queue="free", limit_key="f", delay=10)  # the same, with a free key
+    assert store.job_next_gated(["q", "free"], within=60, now=T0) is None, "k's front is due"
+    claim_one(store, now=T0)
+    assert store.job_next_gated(["q", "free"], within=60, now=T0 + 1) == T0 + 30
+    assert store.job_next_gated(["q"], within=20, now=T0 + 1) is None, "past the window"
+    assert store.job_next_gated(["free", "none"], within=60, now=T0 + 1) is None
+    store.limit_block("k", T0 + 50, now=T0 + 1)  # a short block
+    assert store.job_next_gated(["q"], within=60, now=T0 + 1) == T0 + 50
+    store.limit_block("k", T0 + 5000, now=T0 + 2)  # a long one
+    assert store.job_next_gated(["q"], within=60, now=T0 + 2) is None
+
+
+def test_job_next_gated_counts_a_job_from_its_own_run_at(store: Store) -> None:
+    store.limit_set("k", Limits(min_interval=30), now=T0)
+    add(store, queue="g", limit_key="k")
+    claim_one(store, ["g"], now=T0)
+    add(store, queue="g", limit_key="k", delay=20, now=T0)  # own run_at T0+20, gate T0+30
+    add(store, queue="h", limit_key="k2", delay=40, now=T0)  # no gate at all
+    assert store.job_next_gated(["g", "h"], within=60, now=T0 + 1) is None
+    assert store.job_next_gated(["g", "h"], within=60, now=T0 + 20) == T0 + 30
+    assert store.job_next_gated(["g"], within=60, now=T0 + 1) is None
+
+
 # -- many keys -------------------------------------------------------------------------------
 
 

@@ -54,7 +54,7 @@ def test_error_without_attempts_left_is_dead() -> None:
 def test_retry_with_delay_uses_it_until_attempts_run_out() -> None:
     assert decision(crawlq.Retry(delay=7.5), attempts=1) == (7.5, "retry")
     assert decision(crawlq.Retry(delay=7.5), attempts=3) == (None, "max_attempts")
-    assert decision(crawlq.Retry(), attempts=1) == (10.0, "error")
+    assert decision(crawlq.Retry(), attempts=1) == (10.0, "retry")
 
 
 def test_discard_is_dead_at_once() -> None:

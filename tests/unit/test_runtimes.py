@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import os
 import sys
 import textwrap
@@ -138,6 +139,11 @@ def poison(ctx):
 @app.task(name="fine")
 def fine(ctx, i):
     return i
+
+
+@app.task(name="boom", max_attempts=2, backoff=crawlq.Backoff(base=0.0))
+def boom(ctx):
+    raise ValueError("site is down")
 """
 
 
@@ -242,3 +248,27 @@ def test_process_runtime_needs_an_importable_app(app: App) -> None:
 
     with pytest.raises(ConfigurationError, match="module-level"):
         app.worker(WorkerSettings(runtime="process", burst=True))
+
+
+def test_process_runtime_logs_each_failure_in_the_worker(
+    proc_app: tuple[ModuleType, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    module, _ = proc_app
+    app: App = module.app
+    boom = module.boom.schedule().job_id
+    hung = module.hang.schedule().job_id
+    with caplog.at_level(logging.DEBUG, logger="crawlq.worker"):
+        drain(app, runtime="process", concurrency=2)
+    errors = sorted(r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
+    assert errors == [
+        f"job {boom} (task boom) failed on attempt 1 of 2: ValueError: site is down; "
+        "will be retried in 0.0 s",
+        f"job {boom} (task boom) failed on attempt 2 of 2: ValueError: site is down; "
+        "dead (reason max_attempts)",
+        f"job {hung} (task hang) failed on attempt 1 of 1: TimeoutError: job {hung} ran "
+        "longer than its timeout of 0.5 s; dead (reason timeout)",
+    ]
+    [traceback] = [
+        r for r in caplog.records if r.levelno == logging.INFO and "Traceback" in r.getMessage()
+    ]
+    assert 'raise ValueError("site is down")' in traceback.getMessage()

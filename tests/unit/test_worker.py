@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -11,6 +13,7 @@ import pytest
 
 import crawlq
 from crawlq import App, JobContext, JobState, WorkerSettings
+from crawlq.stores.base import ClaimParams, JobFilter
 
 
 def drain(app: App, **settings: object) -> crawlq.Worker:
@@ -55,6 +58,65 @@ def test_failing_task_is_retried_then_dead_with_its_traceback(app: App) -> None:
     assert dead.dead_reason == "max_attempts"
     assert "ValueError: site is down" in (dead.last_error or "")
     assert "Traceback" in (dead.last_error or "")
+
+
+def failure_lines(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    records = [r for r in caplog.records if r.name == "crawlq.worker" and r.levelno == level]
+    return [r.getMessage() for r in records if "failed on attempt" in r.getMessage()]
+
+
+def tracebacks(caplog: pytest.LogCaptureFixture) -> dict[int, str]:
+    """Level of each worker record that holds a traceback -> its text."""
+    return {
+        r.levelno: r.getMessage()
+        for r in caplog.records
+        if r.name == "crawlq.worker" and "Traceback" in r.getMessage()
+    }
+
+
+@pytest.mark.parametrize("runtime", ["thread", "asyncio"])
+def test_each_failure_is_one_error_line_and_the_traceback_follows(
+    app: App, runtime: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    @app.task(name="flaky", max_attempts=2, backoff=crawlq.Backoff(base=0.0))
+    def flaky(ctx: JobContext) -> None:
+        raise ValueError("site is down")
+
+    job_id = flaky.schedule().job_id
+    with caplog.at_level(logging.DEBUG, logger="crawlq"):
+        drain(app, runtime=runtime)
+    assert failure_lines(caplog, logging.ERROR) == [
+        f"job {job_id} (task flaky) failed on attempt 1 of 2: ValueError: site is down; "
+        "will be retried in 0.0 s",
+        f"job {job_id} (task flaky) failed on attempt 2 of 2: ValueError: site is down; "
+        "dead (reason max_attempts)",
+    ]
+    found = tracebacks(caplog)
+    assert sorted(found) == [logging.DEBUG, logging.INFO]  # retried: DEBUG; dead: INFO
+    assert found[logging.INFO].startswith(f"job {job_id} attempt 2: Traceback")
+    assert 'raise ValueError("site is down")' in found[logging.INFO]
+
+
+def test_a_retry_or_discard_the_task_asks_for_is_logged_at_info(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    @app.task(name="polite", max_attempts=3)
+    def polite(ctx: JobContext) -> None:
+        if ctx.attempt == 1:
+            raise crawlq.Retry(delay=0, reason="HTTP 429")
+        raise crawlq.Discard("HTTP 404")
+
+    job_id = polite.schedule().job_id
+    with caplog.at_level(logging.DEBUG, logger="crawlq"):
+        drain(app)
+    assert failure_lines(caplog, logging.ERROR) == []
+    assert failure_lines(caplog, logging.INFO) == [
+        f"job {job_id} (task polite) failed on attempt 1 of 3: crawlq.exceptions.Retry: "
+        "HTTP 429; will be retried in 0.0 s",
+        f"job {job_id} (task polite) failed on attempt 2 of 3: crawlq.exceptions.Discard: "
+        "HTTP 404; dead (reason discarded)",
+    ]
+    assert sorted(tracebacks(caplog)) == [logging.DEBUG]
 
 
 def test_burst_worker_waits_for_retries_its_own_failures_make_due(app: App) -> None:
@@ -374,3 +436,48 @@ def test_a_worker_gives_back_the_jobs_of_a_dead_worker_at_once(app: App) -> None
     states = {w.id: w.state for w in app.workers()}
     assert states == {ghost.id: "dead", worker.id: "stopped"}
     assert app.store.job_complete([crawlq.stores.base.Completion(lease=claimed.lease)]) == [False]
+
+
+def test_an_idle_worker_names_unserved_queues_with_due_jobs_once(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    @app.task(name="mine")
+    def mine(ctx: JobContext) -> None:
+        pass
+
+    app.schedule_many([dataclasses.replace(mine.spec(), queue="elsewhere") for _ in range(2)])
+    worker = app.worker(WorkerSettings(poll_timeout=0.02))
+    with caplog.at_level(logging.INFO, logger="crawlq.worker"):
+        thread = run_in_thread(worker)
+        time.sleep(0.5)  # some 25 idle polls
+        worker.stop()
+        thread.join(10)
+    said = [r for r in caplog.records if "queues it does not serve" in r.getMessage()]
+    assert [(r.levelname, r.getMessage().split(": ", 1)[1]) for r in said] == [
+        ("WARNING", "elsewhere (2 due). A worker takes jobs only from its app's task queues "
+         "or --queue; a task scheduled under another name (see 'Task names' in the README) "
+         "is never claimed here"),
+    ]  # fmt: skip
+
+
+def test_burst_waits_for_jobs_behind_max_running_and_leaves_a_long_block(app: App) -> None:
+    """Jobs of a key at max_running wait behind a job running elsewhere (here a worker
+    that vanished: its lease runs out in 0.5 s): the burst worker waits and runs them. A
+    key blocked for an hour is outside action's business: the worker exits at once."""
+
+    @app.task(name="hosted", lease=0.5)
+    def hosted(ctx: JobContext, n: int) -> int:
+        return n
+
+    app.set_limit("busy", max_running=1)
+    busy = [r.job_id for r in app.schedule_many(hosted.spec(i, limit_key="busy") for i in range(3))]
+    app.store.job_claim(ClaimParams(queues=("hosted",), worker_id="gone", limit=1))
+    hosted.schedule(9, limit_key="blocked")
+    app.store.limit_block("blocked", app.store.now() + 3600)
+    started = time.monotonic()
+    worker = drain(app)
+    assert time.monotonic() - started < 10
+    assert worker.counters.done == 3
+    assert [job(app, i).state for i in busy] == [JobState.DONE] * 3
+    [blocked] = app.store.job_list(JobFilter(task="hosted", state=JobState.PENDING))
+    assert blocked.limit_key == "blocked"

@@ -334,6 +334,21 @@ WHERE id = ANY(ARRAY(
     ) AS old
 ));
 
+-- name: job_next_gated
+-- The earliest run_at up to now + within of the key fronts of some queues that are due by
+-- their own run_at and kept back by their key's gate (own_run_at is set only then): one
+-- index range per queue.
+SELECT min(first.run_at) AS next_start
+FROM unnest(%(queues)s::text[]) AS q(queue)
+CROSS JOIN LATERAL (
+    SELECT run_at FROM crawlq_jobs
+    WHERE queue = q.queue AND state = 'scheduled'
+      AND run_at <= crawlq_now(%(now)s) + %(within)s
+      AND own_run_at IS NOT NULL AND own_run_at <= crawlq_now(%(now)s)
+    ORDER BY run_at
+    LIMIT 1
+) AS first;
+
 -- name: job_next_due
 -- The earliest run_at of the pending jobs of some queues (two index mins per queue),
 -- and the store's instant.

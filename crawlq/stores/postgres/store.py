@@ -856,6 +856,17 @@ class PostgresStore:
         )
         return None if row is None or row["next_due"] is None else float(row["next_due"])
 
+    def job_next_gated(
+        self, queues: Sequence[str], *, within: float, now: Timestamp | None = None
+    ) -> Timestamp | None:
+        args = {"queues": list(queues), "within": within, "now": now}
+        row = self._run(
+            "finding the next job a limit key keeps back",
+            lambda c: c.execute(Q["job_next_gated"], args).fetchone(),
+            transaction=False,
+        )
+        return None if row is None or row["next_start"] is None else float(row["next_start"])
+
     def queue_stats(self, *, now: Timestamp | None = None) -> list[QueueStats]:
         rows = self._run(
             "reading queue stats",

@@ -92,6 +92,7 @@ SCRIPTS = (
     "job_purge",
     "job_prune",
     "job_next_due",
+    "job_next_gated",
     "queue_stats",
     "worker_register",
     "worker_heartbeat",
@@ -677,6 +678,15 @@ class RedisStore:
 
     def job_next_due(self, queues: Sequence[str]) -> Timestamp | None:
         return self._next_due_and_now(queues)[0] if queues else None
+
+    def job_next_gated(
+        self, queues: Sequence[str], *, within: float, now: Timestamp | None = None
+    ) -> Timestamp | None:
+        if not queues:
+            return None
+        args = [_now_arg(now), _number(within, "within"), *queues]
+        first = self._run("finding the next job a limit key keeps back", "job_next_gated", args)
+        return float(first) if first else None
 
     def job_wait(self, params: WaitParams) -> None:
         """Subscribe to the queues' wake-up channels, then return at once if a job is

@@ -186,6 +186,15 @@ SELECT min(run_at) FROM crawlq_jobs WHERE queue = :queue AND state = 'ready';
 -- name: queue_min_run_at_scheduled
 SELECT min(run_at) FROM crawlq_jobs WHERE queue = :queue AND state = 'scheduled';
 
+-- name: job_next_gated
+-- The earliest run_at up to :until of the queue's key fronts that are due by their own
+-- run_at and kept back by their key's gate (own_run_at is set only then): an index range.
+SELECT run_at FROM crawlq_jobs INDEXED BY crawlq_jobs_scheduled
+WHERE queue = :queue AND state = 'scheduled' AND run_at <= :until
+  AND own_run_at IS NOT NULL AND own_run_at <= :now
+ORDER BY run_at
+LIMIT 1;
+
 -- name: queue_counts
 SELECT queue, state, n FROM crawlq_counts ORDER BY queue;
 

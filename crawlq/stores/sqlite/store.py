@@ -817,6 +817,20 @@ class SQLiteStore:
 
         return self._read("finding the next due job", work)
 
+    def job_next_gated(
+        self, queues: Sequence[str], *, within: float, now: Timestamp | None = None
+    ) -> Timestamp | None:
+        t = self._now(now)
+
+        def work(conn: sqlite3.Connection) -> float | None:
+            args = {"until": t + within, "now": t}
+            rows = [
+                conn.execute(Q["job_next_gated"], {**args, "queue": q}).fetchone() for q in queues
+            ]
+            return min((float(r[0]) for r in rows if r is not None), default=None)
+
+        return self._read("finding the next job a limit key keeps back", work)
+
     def _data_version(self) -> int:
         with self._wait_lock, _translate("watching for new jobs"):
             return int(self._wait_conn.execute("PRAGMA data_version").fetchone()[0])

@@ -75,7 +75,7 @@ def outcome_to_wire(outcome: Outcome) -> bytes:
         body: dict[str, Any] = {"kind": "complete", "result": outcome.result, "children": children}
     elif isinstance(outcome, Failure):
         body = {"kind": "fail", "error": outcome.error, "retry_delay": outcome.retry_delay}
-        body["reason"] = outcome.reason
+        body["reason"], body["exception"] = outcome.reason, outcome.exception
     else:
         body = {"kind": "release", "delay": outcome.delay}
     return json.dumps(body).encode()
@@ -97,6 +97,7 @@ def outcome_from_wire(job: Job, data: bytes) -> Outcome:
             error=body["error"],
             retry_delay=body["retry_delay"],
             reason=body["reason"],
+            exception=body["exception"],
         )
     return Release(lease=job.lease, delay=body["delay"])
 
