@@ -248,9 +248,10 @@ class Store(Protocol):
         as it is."""
 
     def worker_list(self, *, now: Timestamp | None = None) -> list[WorkerInfo]:
-        """Every registered worker: alive ones first, then by started_at (then id). An
-        alive worker whose last heartbeat is older than ``now - DEAD_AFTER``
-        (``crawlq.config``) is listed as ``lost``, whatever the store holds."""
+        """Every registered worker: alive ones first, then lost ones, then the others,
+        each by started_at (then id). An alive worker whose last heartbeat is older than
+        ``now - DEAD_AFTER`` (``crawlq.config``) is listed as ``lost``, whatever the
+        store holds."""
 
     def worker_reap(
         self, *, dead_after: float, gone: Sequence[str] = (), now: Timestamp | None = None

@@ -88,11 +88,12 @@ def worker_info(fields: Mapping[str, Any], queues: Sequence[str]) -> WorkerInfo:
 def listed(workers: Iterable[WorkerInfo], now: Timestamp) -> list[WorkerInfo]:
     """``worker_list``'s answer: an alive worker whose last heartbeat is older than
     ``now - DEAD_AFTER`` shows as lost (no other worker may be running to reap it);
-    alive ones first, then by started_at, then id."""
+    alive ones first, then lost ones, then the others, each by started_at, then id."""
     shown = [
         replace(w, state=WorkerState.LOST)
         if w.state is WorkerState.ALIVE and w.last_heartbeat < now - DEAD_AFTER
         else w
         for w in workers
     ]
-    return sorted(shown, key=lambda w: (w.state is not WorkerState.ALIVE, w.started_at, w.id))
+    rank = {WorkerState.ALIVE: 0, WorkerState.LOST: 1}
+    return sorted(shown, key=lambda w: (rank.get(w.state, 2), w.started_at, w.id))

@@ -131,9 +131,11 @@ def test_list_shows_an_alive_worker_whose_heartbeat_is_overdue_as_lost(store: St
         ("stopped", "stopped"),
     ]
     assert beat(store, "beating", now=T0 + 540)
+    store.worker_register(info("crashed-later"), now=T0 + 3)
     assert states(T0 + 540) == [
         ("beating", "alive"),
         ("crashed", "lost"),  # nine minutes later, and no worker ran to reap it
+        ("crashed-later", "lost"),  # alive, then lost, then the others: each by start
         ("stopped", "stopped"),
     ]
     [crashed] = [w for w in store.worker_list() if w.id == "crashed"]  # the store's clock
@@ -142,7 +144,11 @@ def test_list_shows_an_alive_worker_whose_heartbeat_is_overdue_as_lost(store: St
     # come back.
     assert beat(store, "crashed", now=T0 + 541)
     assert states(T0 + 541)[:2] == [("crashed", "alive"), ("beating", "alive")]
-    assert store.worker_reap(dead_after=DEAD_AFTER, now=T0 + 600) == ["beating", "crashed"]
+    assert store.worker_reap(dead_after=DEAD_AFTER, now=T0 + 600) == [
+        "beating",
+        "crashed",
+        "crashed-later",
+    ]
     assert {state for _, state in states(T0 + 600)} == {"dead", "stopped"}
 
 
