@@ -610,6 +610,8 @@ def test_worker_process_stops_gracefully_on_sigterm(
     assert "received SIGTERM" in stderr
     assert "claimed 1, done 1, failed 0, released 0" in stdout
     assert as_json(crawlq("job", "1", "--json"))["result"] == "slept"
+    [worker] = as_json(crawlq("workers", "--json"))
+    assert (worker["state"], worker["done"], worker["pid"]) == ("stopped", 1, proc.pid)
 
 
 # -- crawls and limits ----------------------------------------------------------------
