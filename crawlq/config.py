@@ -17,6 +17,10 @@ DEFAULT_RETENTION_SECONDS = 7 * 24 * 3600.0
 DEFAULT_CONCURRENCY = 8
 DEFAULT_SHUTDOWN_GRACE = 30.0
 DEFAULT_POLL_TIMEOUT = 1.0
+DEAD_AFTER = 30.0
+"""Seconds without a heartbeat after which a worker is lost (``crawlq workers`` shows it
+``lost``) and the next reap declares it dead and returns its jobs (every worker
+heartbeats its record every 5 s)."""
 RUNTIME_NAMES = ("thread", "asyncio", "process")
 """The runtimes a worker can use (``crawlq.worker.runtimes``)."""
 

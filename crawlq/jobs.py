@@ -179,11 +179,16 @@ class WorkerState(StrEnum):
     """Where a registered worker is in its life."""
 
     ALIVE = "alive"
-    """Registered and heartbeating (or not yet found overdue by ``worker_reap``)."""
+    """Registered and heartbeating."""
+    LOST = "lost"
+    """Alive in the store, but its last heartbeat is older than ``DEAD_AFTER``: it
+    crashed, hangs or cannot reach the store. Only ``worker_list`` says so (from the
+    heartbeat's age); the next ``worker_reap`` makes it dead and returns its leases."""
     STOPPED = "stopped"
-    """Exited cleanly (``worker_stop``)."""
+    """Exited cleanly (``worker_stop``), with its final counters."""
     DEAD = "dead"
-    """Its heartbeat was overdue: ``worker_reap`` returned its leases."""
+    """Declared dead by ``worker_reap`` (its heartbeat was overdue, or its process was
+    seen gone from its machine), which returned its leases."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -191,8 +196,8 @@ class WorkerInfo:
     """A worker as the store knows it. Times are on the store's clock.
 
     ``worker_register`` takes one with the identity fields filled in (id, host, pid,
-    queues, runtime, concurrency) and sets ``started_at``, ``last_heartbeat`` and
-    ``state`` itself; ``worker_list`` returns them whole.
+    process, queues, runtime, concurrency) and sets ``started_at``, ``last_heartbeat``
+    and ``state`` itself; ``worker_list`` returns them whole.
     """
 
     id: str
@@ -213,3 +218,7 @@ class WorkerInfo:
     state: WorkerState = WorkerState.ALIVE
     stopped_at: Timestamp | None = None
     """When it stopped cleanly or was declared dead; None while alive."""
+    process: str | None = None
+    """Which process this is, on which kernel and pid namespace, with its start time
+    (``crawlq.worker.processes``): how a worker starting on the same machine tells that
+    this one's process has gone. None where it cannot be known (not Linux)."""

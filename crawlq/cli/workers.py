@@ -46,14 +46,16 @@ def worker_to_dict(w: WorkerInfo, now: Timestamp) -> dict[str, object]:
 @target_options
 @json_option
 def workers(as_json: bool) -> None:
-    """Show every registered worker: alive ones first, then stopped and dead ones.
+    """Show every registered worker: alive ones first, then lost, stopped and dead ones.
 
     \b
-    state        alive, stopped (clean exit) or dead (its heartbeat was overdue: its
-                 running jobs were given back)
+    state        alive; lost (no heartbeat for 30 s: it crashed, hangs or cannot
+                 reach the store; its jobs go back when a worker next runs); stopped
+                 (clean exit); dead (its heartbeat was overdue or its process was gone:
+                 its running jobs were given back)
     slots        how many jobs it runs at once (--concurrency)
     running      jobs it was running at its last heartbeat
-    done, failed jobs it finished since it started
+    done, failed jobs it finished since it started (final counts once stopped)
     memory       resident memory at its last heartbeat
     started      how long ago it started
     heartbeat    how long ago it last heartbeated

@@ -117,9 +117,10 @@ class Store(Protocol):
     - A running job whose lease expired is returned by ``job_expire_leases``: pending
       again if it has attempts left, else dead with reason ``lease_expired``.
     - Workers register and heartbeat. ``worker_reap`` declares dead every alive worker
-      whose heartbeat is overdue and returns its running jobs at once, as an expired lease
-      is returned (reason ``worker_lost``); their old lease tokens are stale from then on,
-      and the dead worker's own heartbeat is refused.
+      whose heartbeat is overdue or that the caller names as gone, and returns its running
+      jobs at once, as an expired lease is returned (reason ``worker_lost``); their old
+      lease tokens are stale from then on, and the dead worker's own heartbeat is refused.
+      ``worker_list`` shows an alive worker whose heartbeat is overdue as ``lost``.
     - ``maintenance_acquire`` is a named lease: at most one owner holds a duty until its
       ttl runs out.
     - Crawls (``crawlq.crawls``): a job scheduled with ``crawl`` counts in that crawl;
@@ -252,16 +253,25 @@ class Store(Protocol):
         nothing, if the worker is unknown, stopped or was declared dead (it has then lost
         every lease it held)."""
 
-    def worker_stop(self, worker_id: str, *, now: Timestamp | None = None) -> None:
-        """A clean exit: an alive worker becomes stopped, with stopped_at = now. A dead or
-        unknown worker is left as it is."""
+    def worker_stop(
+        self, worker_id: str, *, done: int, failed: int, now: Timestamp | None = None
+    ) -> None:
+        """A clean exit: an alive worker becomes stopped, with stopped_at = now and its
+        final counters (``done``, ``failed``; running 0). A dead or unknown worker is left
+        as it is."""
 
     def worker_list(self, *, now: Timestamp | None = None) -> list[WorkerInfo]:
-        """Every registered worker: alive ones first, then by started_at (then id)."""
+        """Every registered worker: alive ones first, then lost ones, then the others,
+        each by started_at (then id). An alive worker whose last heartbeat is older than
+        ``now - DEAD_AFTER`` (``crawlq.config``) is listed as ``lost``, whatever the
+        store holds."""
 
-    def worker_reap(self, *, dead_after: float, now: Timestamp | None = None) -> list[str]:
+    def worker_reap(
+        self, *, dead_after: float, gone: Sequence[str] = (), now: Timestamp | None = None
+    ) -> list[str]:
         """Declare dead every alive worker whose last heartbeat is older than
-        ``now - dead_after``, and in the same transaction return each running job it holds
+        ``now - dead_after``, and every alive worker named in ``gone`` (its process is
+        known to have ended), and in the same transaction return each running job it holds
         as ``job_expire_leases`` would (pending again if it has attempts left, else dead
         with reason ``worker_lost``), clearing their lease tokens. Returns the ids of the
         workers declared dead, sorted."""

@@ -1,11 +1,14 @@
 """Worker records as every store reads and writes them: the SQL parameters of a
-registration or heartbeat, and a ``WorkerInfo`` from a row or a Redis hash."""
+registration, heartbeat or stop, a ``WorkerInfo`` from a row or a Redis hash, and the
+listing's order and liveness rule."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
+from crawlq.config import DEAD_AFTER
 from crawlq.jobs import WorkerInfo, WorkerState
 from crawlq.types import Timestamp
 
@@ -23,6 +26,7 @@ def register_params(info: WorkerInfo, queues: Any, now: Timestamp | None) -> dic
     params.update(
         host=info.host,
         pid=info.pid,
+        process=info.process,
         queues=queues,
         runtime=info.runtime,
         concurrency=info.concurrency,
@@ -50,6 +54,11 @@ def heartbeat_params(
     }
 
 
+def stop_params(worker_id: str, *, done: int, failed: int, now: Timestamp | None) -> dict[str, Any]:
+    """Parameters of ``worker_stop``: the final counters, nothing running."""
+    return {"id": worker_id, "done": done, "failed": failed, "now": now}
+
+
 def worker_info(fields: Mapping[str, Any], queues: Sequence[str]) -> WorkerInfo:
     """A ``WorkerInfo`` from a row or a hash (numbers may be strings, as Redis gives)."""
 
@@ -72,4 +81,19 @@ def worker_info(fields: Mapping[str, Any], queues: Sequence[str]) -> WorkerInfo:
         rss_bytes=optional("rss_bytes", int),
         state=WorkerState(fields["state"]),
         stopped_at=optional("stopped_at", float),
+        process=fields.get("process") or None,
     )
+
+
+def listed(workers: Iterable[WorkerInfo], now: Timestamp) -> list[WorkerInfo]:
+    """``worker_list``'s answer: an alive worker whose last heartbeat is older than
+    ``now - DEAD_AFTER`` shows as lost (no other worker may be running to reap it);
+    alive ones first, then lost ones, then the others, each by started_at, then id."""
+    shown = [
+        replace(w, state=WorkerState.LOST)
+        if w.state is WorkerState.ALIVE and w.last_heartbeat < now - DEAD_AFTER
+        else w
+        for w in workers
+    ]
+    rank = {WorkerState.ALIVE: 0, WorkerState.LOST: 1}
+    return sorted(shown, key=lambda w: (rank.get(w.state, 2), w.started_at, w.id))

@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from crawlq.config import WorkerSettings
+from crawlq.config import DEAD_AFTER, WorkerSettings
 from crawlq.exceptions import ConfigurationError, StoreError
 from crawlq.jobs import Job, Lease, WorkerInfo
 from crawlq.stores.base import ClaimParams, Failure, Release, WaitParams
 from crawlq.worker.acks import Acker
 from crawlq.worker.execute import Outcome, timed_out
 from crawlq.worker.heartbeat import Heartbeat
+from crawlq.worker.liveness import identity, reclaim
 from crawlq.worker.memory import resident_bytes
 from crawlq.worker.runtimes import RUNTIMES, Runtime, RuntimeContext
 
@@ -47,9 +48,6 @@ for the next run."""
 LOOK_BEYOND_EVERY = 60.0
 """Seconds between two looks, when idle, for due jobs in queues this worker does not
 serve (``_look_beyond_queues``)."""
-DEAD_AFTER = 30.0
-"""Seconds without a heartbeat after which a worker is declared dead and its jobs are
-returned at once (every worker heartbeats at least every ``REGISTRY_EVERY`` = 5 s)."""
 
 
 @dataclass
@@ -190,6 +188,7 @@ class Worker:
             self.settings.runtime,
         )
         self._register()
+        self._reclaim()
         self._runtime.start()
         self._acker.start()
         self._heartbeat.start()
@@ -425,6 +424,7 @@ class Worker:
             id=self.id,
             host=self.host,
             pid=self.pid,
+            process=identity(self.pid),
             queues=tuple(self.queues),
             runtime=self.settings.runtime,
             concurrency=self.settings.concurrency,
@@ -435,6 +435,21 @@ class Worker:
             self.store.worker_register(self._info())
         except StoreError as exc:
             logger.warning("could not register this worker, will retry: %s", exc)
+
+    def _reclaim(self) -> None:
+        """Return at once the jobs of the workers of this machine whose process has gone
+        (``crawlq.worker.liveness``), rather than after their heartbeat lapses."""
+        try:
+            dead = reclaim(self.store, host=self.host, me=self.id)
+        except StoreError as exc:
+            logger.warning("could not look for crashed workers on this machine: %s", exc)
+            return
+        if dead:
+            logger.warning(
+                "took back the jobs of workers declared dead (process gone from this "
+                "machine, or heartbeat overdue): %s",
+                dead,
+            )
 
     def _beat_registry(self) -> None:
         """Heartbeat this worker's record. If the store declared it dead (it went quiet
@@ -516,7 +531,7 @@ class Worker:
         self._heartbeat.stop()
         self._acker.stop()
         try:
-            self.store.worker_stop(self.id)
+            self.store.worker_stop(self.id, done=self.counters.done, failed=self.counters.failed)
         except StoreError as exc:
             logger.warning("could not record this worker's stop: %s", exc)
         logger.info("worker %s stopped: %s", self.id, self.counters)

@@ -232,7 +232,11 @@ def test_workers_lists_registered_workers(crawlq: Invoke, store_url: str) -> Non
     store = open_store(store_url)
     try:
         now = store.now()
-        for worker_id, started in (("w-old", now - 7200), ("w-new", now - 90)):
+        for worker_id, started in (
+            ("w-old", now - 7200),
+            ("w-new", now - 90),
+            ("w-crashed", now - 540),
+        ):
             store.worker_register(
                 WorkerInfo(
                     id=worker_id,
@@ -247,7 +251,7 @@ def test_workers_lists_registered_workers(crawlq: Invoke, store_url: str) -> Non
         assert store.worker_heartbeat(
             "w-new", running=5, done=1200, failed=7, rss_bytes=300 * 2**20, now=now - 2
         )
-        assert store.worker_reap(dead_after=60, now=now) == ["w-old"]
+        assert store.worker_reap(dead_after=600, now=now) == ["w-old"]
     finally:
         store.close()
 
@@ -257,7 +261,10 @@ def test_workers_lists_registered_workers(crawlq: Invoke, store_url: str) -> Non
     lines = table.splitlines()
     new_row = next(line for line in lines if line.startswith("w-new"))
     old_row = next(line for line in lines if line.startswith("w-old"))
-    assert lines.index(new_row) < lines.index(old_row)  # alive first
+    crashed_row = next(line for line in lines if line.startswith("w-crashed"))
+    assert lines.index(new_row) < lines.index(crashed_row) < lines.index(old_row)  # alive first
+    # No worker ran to reap it, but its heartbeat is 9 minutes old: not shown alive.
+    assert crashed_row.split()[3] == "lost" and "9.0 min ago" in crashed_row
     assert new_row.split()[:9] == [
         "w-new", "box-1", "4242", "alive", "asyncio", "64", "5", "1200", "7"
     ]  # fmt: skip
@@ -265,9 +272,10 @@ def test_workers_lists_registered_workers(crawlq: Invoke, store_url: str) -> Non
     assert "dead" in old_row and "2.0 h ago" in old_row and " - " in old_row
 
     rows = as_json(crawlq("workers", "--json"))
-    assert [r["id"] for r in rows] == ["w-new", "w-old"]
-    new, old = rows
-    assert new["state"] == "alive" and old["state"] == "dead"
+    assert [r["id"] for r in rows] == ["w-new", "w-crashed", "w-old"]
+    new, crashed, old = rows
+    assert new["state"] == "alive" and old["state"] == "dead" and crashed["state"] == "lost"
+    assert crashed["stopped_at"] is None and crashed["last_heartbeat_age"] >= 540
     assert new["queues"] == ["pages", "fetch"] and new["concurrency"] == 64
     assert (new["running"], new["done"], new["failed"]) == (5, 1200, 7)
     assert new["rss_bytes"] == 300 * 2**20 and old["rss_bytes"] is None
@@ -411,6 +419,17 @@ def test_worker_burst_in_process(crawlq: Invoke, tasks_module: str) -> None:
     assert "taking jobs from" in result.stderr  # logging went to stderr
     assert stats_of(crawlq, "double")["done"] == 3
     assert [j["result"] for j in as_json(crawlq("jobs", "--json"))] == [2, 4, 6]
+    # it stopped before its first heartbeat: its record has the final counters anyway
+    [worker] = as_json(crawlq("workers", "--json"))
+    assert (worker["state"], worker["running"], worker["done"], worker["failed"]) == (
+        "stopped",
+        0,
+        3,
+        0,
+    )
+    assert worker["stopped_at"] is not None
+    [row] = [line for line in crawlq("workers").stdout.splitlines() if "stopped" in line]
+    assert row.split()[6:9] == ["0", "3", "0"]  # RUNNING, DONE, FAILED
 
 
 # -- the dead-letter queue, cancel, prune ------------------------------------------------
@@ -602,6 +621,8 @@ def test_worker_process_stops_gracefully_on_sigterm(
     assert "received SIGTERM" in stderr
     assert "claimed 1, done 1, failed 0, released 0" in stdout
     assert as_json(crawlq("job", "1", "--json"))["result"] == "slept"
+    [worker] = as_json(crawlq("workers", "--json"))
+    assert (worker["state"], worker["done"], worker["pid"]) == ("stopped", 1, proc.pid)
 
 
 # -- crawls and limits ----------------------------------------------------------------

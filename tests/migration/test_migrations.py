@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from crawlq.exceptions import ConfigurationError
-from crawlq.jobs import JobSpec
+from crawlq.jobs import JobSpec, WorkerInfo
 from crawlq.stores import open_store
 from crawlq.stores._sqlfile import load_queries, split_statements
 from crawlq.stores.base import JobFilter, Store
@@ -161,7 +161,7 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from crawlq.jobs import JobSpec
+    from crawlq.jobs import JobSpec, WorkerInfo
     from crawlq.stores import open_store
 
     url, go, name = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
@@ -281,7 +281,7 @@ def test_0004_keeps_crawls_and_seen_sets_and_adds_the_cache_and_results(db: Path
         jobs_before = conn.execute("SELECT * FROM crawlq_jobs").fetchall()
     store = open_store(url(db))
     try:
-        assert [name for _, name in applied(db)][-1] == "0004_cache_results.sql"
+        assert "0004_cache_results.sql" in [name for _, name in applied(db)]
         with closing(sqlite3.connect(db)) as conn:
             assert conn.execute("SELECT * FROM crawlq_crawls").fetchall() == crawls_before
             assert conn.execute("SELECT * FROM crawlq_jobs").fetchall() == jobs_before
@@ -292,5 +292,36 @@ def test_0004_keeps_crawls_and_seen_sets_and_adds_the_cache_and_results(db: Path
         assert store.result_list(1) == [(1, "record")]
         store.cache_set("k", "v", 60)
         assert store.cache_get("k") == "v"
+    finally:
+        store.close()
+
+
+def test_0005_keeps_the_workers_and_adds_their_process_identity(db: Path) -> None:
+    """A worker registered by a crawlq at version 4 is listed as it was, with no process
+    identity (it waits for its heartbeat); a worker registered now keeps its identity."""
+    old = migration_files()[:4]
+    assert [name for _, name, _ in old][-1] == "0004_cache_results.sql"
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute(load_queries("crawlq.stores.sqlite")["migrations_create"])
+        for version, name, sql in old:
+            for statement in split_statements(sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO crawlq_migrations VALUES (?, ?, 0)", (version, name))
+        conn.execute(
+            "INSERT INTO crawlq_workers VALUES ('w-old', 'box', 7, '[\"q\"]', 'thread', 2, "
+            "1.0, 2.0, 1, 5, 0, NULL, 'stopped', 3.0)"
+        )
+        conn.commit()
+    store = open_store(url(db))
+    try:
+        assert "0005_worker_process.sql" in [name for _, name in applied(db)]
+        [w] = store.worker_list()
+        assert (w.id, w.pid, w.done, w.state, w.process) == ("w-old", 7, 5, "stopped", None)
+        new = WorkerInfo(
+            id="w-new", host="box", pid=8, queues=("q",), runtime="thread", concurrency=1,
+            process="linux:b:1:8:9",
+        )  # fmt: skip
+        store.worker_register(new)
+        assert {w.id: w.process for w in store.worker_list()}["w-new"] == "linux:b:1:8:9"
     finally:
         store.close()

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 from store_helpers import T0, add, claim, claim_one, complete, fail, get, release, spec
 
+from crawlq.config import DEAD_AFTER
 from crawlq.jobs import JobState, WorkerInfo, WorkerState
 from crawlq.stores.base import JobFilter, Store
 
@@ -36,6 +37,10 @@ def beat(store: Store, worker_id: str = "w1", *, now: float, running: int = 0) -
     )
 
 
+def stop(store: Store, worker_id: str = "w1", *, now: float) -> None:
+    store.worker_stop(worker_id, done=0, failed=0, now=now)
+
+
 # -- register, heartbeat, stop, list -------------------------------------------------------
 
 
@@ -50,7 +55,7 @@ def test_register_records_the_worker_alive_started_now(store: Store) -> None:
 
 def test_register_again_replaces_the_record(store: Store) -> None:
     store.worker_register(info(pid=1, rss_bytes=10), now=T0)
-    store.worker_stop("w1", now=T0 + 5)
+    stop(store, "w1", now=T0 + 5)
     store.worker_register(info(pid=2, runtime="asyncio", concurrency=100), now=T0 + 10)
     [w] = store.worker_list(now=T0 + 10)
     assert (w.pid, w.runtime, w.concurrency, w.rss_bytes) == (2, "asyncio", 100, None)
@@ -81,13 +86,80 @@ def test_heartbeat_of_an_unknown_worker_is_refused(store: Store) -> None:
 
 def test_stop_is_a_clean_exit(store: Store) -> None:
     store.worker_register(info(), now=T0)
-    store.worker_stop("w1", now=T0 + 3)
+    stop(store, "w1", now=T0 + 3)
     w = workers(store)["w1"]
     assert (w.state, w.stopped_at) == (WorkerState.STOPPED, T0 + 3)
     assert not beat(store, now=T0 + 4)
     assert workers(store)["w1"] == w
-    store.worker_stop("nobody", now=T0)  # unknown: nothing happens
+    stop(store, "nobody", now=T0)  # unknown: nothing happens
     assert [x.id for x in store.worker_list(now=T0)] == ["w1"]
+
+
+def test_stop_records_the_final_counters(store: Store) -> None:
+    """A burst worker may stop before its first heartbeat: its record still says what it
+    did."""
+    store.worker_register(info(), now=T0)
+    store.worker_register(info("w2"), now=T0)
+    assert store.worker_heartbeat("w2", running=2, done=1, failed=0, rss_bytes=9, now=T0 + 1)
+    store.worker_stop("w1", done=7, failed=2, now=T0 + 2)
+    store.worker_stop("w2", done=40, failed=1, now=T0 + 3)
+    by_id = workers(store)
+    assert (by_id["w1"].state, by_id["w1"].done, by_id["w1"].failed) == ("stopped", 7, 2)
+    assert (by_id["w2"].running, by_id["w2"].done, by_id["w2"].failed) == (0, 40, 1)
+    assert by_id["w2"].rss_bytes == 9  # the last one reported
+    assert store.worker_reap(dead_after=1, now=T0 + 100) == []
+    store.worker_register(info("w3"), now=T0)
+    assert store.worker_reap(dead_after=1, now=T0 + 100) == ["w3"]
+    store.worker_stop("w3", done=5, failed=5, now=T0 + 101)  # dead: left as it is
+    assert (workers(store)["w3"].state, workers(store)["w3"].done) == ("dead", 0)
+
+
+def test_list_shows_an_alive_worker_whose_heartbeat_is_overdue_as_lost(store: Store) -> None:
+    """Nobody may be running to reap a crashed worker: the listing judges by the age of
+    its heartbeat, whatever the store holds."""
+    store.worker_register(info("crashed"), now=T0)
+    store.worker_register(info("beating"), now=T0 + 1)
+    store.worker_register(info("stopped"), now=T0 + 2)
+    stop(store, "stopped", now=T0 + 3)
+
+    def states(now: float) -> list[tuple[str, WorkerState]]:
+        return [(w.id, w.state) for w in store.worker_list(now=now)]
+
+    assert states(T0 + DEAD_AFTER) == [
+        ("crashed", "alive"),  # not older than DEAD_AFTER yet
+        ("beating", "alive"),
+        ("stopped", "stopped"),
+    ]
+    assert beat(store, "beating", now=T0 + 540)
+    store.worker_register(info("crashed-later"), now=T0 + 3)
+    assert states(T0 + 540) == [
+        ("beating", "alive"),
+        ("crashed", "lost"),  # nine minutes later, and no worker ran to reap it
+        ("crashed-later", "lost"),  # alive, then lost, then the others: each by start
+        ("stopped", "stopped"),
+    ]
+    [crashed] = [w for w in store.worker_list() if w.id == "crashed"]  # the store's clock
+    assert crashed.state is WorkerState.LOST
+    # Only the listing says so: it is still alive to the store, so it can be reaped, or
+    # come back.
+    assert beat(store, "crashed", now=T0 + 541)
+    assert states(T0 + 541)[:2] == [("crashed", "alive"), ("beating", "alive")]
+    assert store.worker_reap(dead_after=DEAD_AFTER, now=T0 + 600) == [
+        "beating",
+        "crashed",
+        "crashed-later",
+    ]
+    assert {state for _, state in states(T0 + 600)} == {"dead", "stopped"}
+
+
+def test_register_keeps_the_process_identity(store: Store) -> None:
+    process = "linux:0b1d2e3f-aaaa-bbbb-cccc-1234567890ab:4026531836:4242:981234"
+    store.worker_register(info(process=process), now=T0)
+    store.worker_register(info("w2"), now=T0)
+    assert workers(store)["w1"].process == process
+    assert workers(store)["w2"].process is None
+    store.worker_register(info(), now=T0 + 1)  # registered again, from elsewhere
+    assert workers(store)["w1"].process is None
 
 
 def test_list_shows_alive_workers_first_then_by_start(store: Store) -> None:
@@ -96,7 +168,7 @@ def test_list_shows_alive_workers_first_then_by_start(store: Store) -> None:
     store.worker_register(info("a"), now=T0 + 2)
     store.worker_register(info("first"), now=T0 + 1)
     store.worker_register(info("dead"), now=T0 + 1.5)
-    store.worker_stop("old-stopped", now=T0 + 3)
+    stop(store, "old-stopped", now=T0 + 3)
     for w in ("a", "b", "first"):
         assert beat(store, w, now=T0 + 50)
     assert store.worker_reap(dead_after=30, now=T0 + 50) == ["dead"]
@@ -116,7 +188,7 @@ def test_reap_declares_overdue_workers_dead_and_spares_recent_ones(store: Store)
     store.worker_register(info("quiet"), now=T0)
     store.worker_register(info("busy"), now=T0)
     store.worker_register(info("gone"), now=T0)
-    store.worker_stop("gone", now=T0 + 1)
+    stop(store, "gone", now=T0 + 1)
     assert beat(store, "busy", now=T0 + 25)
     assert store.worker_reap(dead_after=30, now=T0 + 30) == []  # not older than 30 s yet
     assert store.worker_reap(dead_after=30, now=T0 + 31) == ["quiet"]
@@ -128,13 +200,43 @@ def test_reap_declares_overdue_workers_dead_and_spares_recent_ones(store: Store)
     assert store.worker_reap(dead_after=30, now=T0 + 56) == ["busy"]
 
 
+def test_reap_declares_workers_named_gone_dead_at_once(store: Store) -> None:
+    """The caller saw their process end: their jobs come back at once, not after
+    dead_after; a stopped, dead, unknown or overdue worker is handled as usual."""
+    for w in ("crashed", "alive", "stopped", "overdue"):
+        store.worker_register(info(w), now=T0)
+    stop(store, "stopped", now=T0)
+    held = add(store, lease_seconds=3600)
+    theirs = add(store, lease_seconds=3600)
+    claim_one(store, worker="crashed", now=T0)
+    other = claim_one(store, worker="alive", now=T0)
+    for w in ("crashed", "alive"):
+        assert beat(store, w, now=T0 + 50)
+    gone = ["crashed", "stopped", "nobody", "crashed"]
+    assert store.worker_reap(dead_after=30, gone=gone, now=T0 + 51) == ["crashed", "overdue"]
+    job = get(store, held)
+    assert (job.state, job.attempts, job.lease_token) == (JobState.PENDING, 1, None)
+    assert job.last_error is not None and "process gone" in job.last_error
+    assert get(store, theirs).lease_token == other.lease_token
+    by_id = workers(store)
+    assert [by_id[w].state for w in ("crashed", "alive", "stopped", "overdue")] == [
+        "dead",
+        "alive",
+        "stopped",
+        "dead",
+    ]
+    assert not beat(store, "crashed", now=T0 + 52)
+    assert store.worker_reap(dead_after=30, gone=["crashed"], now=T0 + 52) == []  # once
+    assert [j.id for j in claim(store, worker="w3", now=T0 + 52)] == [held]
+
+
 def test_heartbeat_of_a_dead_worker_is_refused_and_changes_nothing(store: Store) -> None:
     store.worker_register(info(), now=T0)
     assert store.worker_reap(dead_after=10, now=T0 + 11) == ["w1"]
     before = workers(store)["w1"]
     assert not store.worker_heartbeat("w1", running=1, done=2, failed=3, rss_bytes=4, now=T0 + 12)
     assert workers(store)["w1"] == before
-    store.worker_stop("w1", now=T0 + 13)  # a dead worker stays dead
+    stop(store, "w1", now=T0 + 13)  # a dead worker stays dead
     assert workers(store)["w1"] == before
 
 
@@ -255,11 +357,11 @@ def test_prune_deletes_stopped_and_dead_workers_past_the_age(store: Store) -> No
     store.worker_register(info("dead-old"), now=T0)
     store.worker_register(info("stopped-new"), now=T0)
     store.worker_register(info("alive"), now=T0)
-    store.worker_stop("stopped-old", now=T0 + 1)
+    stop(store, "stopped-old", now=T0 + 1)
     assert store.worker_reap(dead_after=1, now=T0 + 2) == ["alive", "dead-old", "stopped-new"]
     store.worker_register(info("alive"), now=T0 + 2)  # came back
     store.worker_register(info("stopped-new"), now=T0 + 2)
-    store.worker_stop("stopped-new", now=T0 + 50)
+    stop(store, "stopped-new", now=T0 + 50)
     assert store.worker_prune(older_than=10, now=T0 + 20) == 2
     assert sorted(workers(store)) == ["alive", "stopped-new"]
     assert store.worker_prune(older_than=10, now=T0 + 20) == 0

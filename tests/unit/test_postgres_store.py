@@ -357,8 +357,12 @@ def test_concurrent_opens_migrate_once(open_pg: OpenPG, raw: Any) -> None:
     for t in threads:
         t.join()
     assert errors == []
+    from crawlq.stores.postgres import store as pg
+
     applied = raw.execute("SELECT version, name FROM crawlq_migrations ORDER BY version")
-    assert applied.fetchall() == [
+    known = [(version, file.name) for version, file in sorted(pg._known_migrations().items())]
+    assert applied.fetchall() == known
+    assert known[:4] == [
         (1, "0001_initial.sql"),
         (2, "0002_workers.sql"),
         (3, "0003_crawls.sql"),
@@ -383,13 +387,38 @@ def test_a_schema_at_0003_migrates_to_0004_keeping_its_crawls(
     monkeypatch.undo()
     new = open_pg()
     applied = raw.execute("SELECT version FROM crawlq_migrations ORDER BY version").fetchall()
-    assert applied == [(1,), (2,), (3,), (4,)]
+    assert applied == [(version,) for version in sorted(known)]
     assert raw.execute("SELECT * FROM crawlq_crawls").fetchall() == before
     assert new.seen_add(crawl.id, [bytes(16)], now=T0) == [False]
     assert new.result_add(crawl.id, [(bytes(16), "record")], now=T0) == [True]
     assert new.result_list(crawl.id) == [(1, "record")]
     new.cache_set("k", "v", 60, now=T0)
     assert new.cache_get("k", now=T0) == "v"
+
+
+def test_a_schema_before_0006_keeps_its_workers_and_adds_their_process_identity(
+    open_pg: OpenPG, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from crawlq.stores.postgres import store as pg
+
+    known = pg._known_migrations()
+    monkeypatch.setattr(pg, "_known_migrations", lambda: {v: known[v] for v in known if v < 6})
+    open_pg()
+    raw.execute(
+        "INSERT INTO crawlq_workers (id, host, pid, queues, runtime, concurrency, started_at, "
+        "last_heartbeat, running, done, failed, state) "
+        "VALUES ('w-old', 'box', 7, '{q}', 'thread', 2, 1, 2, 0, 5, 0, 'dead')"
+    )
+    monkeypatch.undo()
+    new = open_pg()
+    [w] = new.worker_list()
+    assert (w.id, w.done, w.state, w.process) == ("w-old", 5, "dead", None)
+    info = crawlq.WorkerInfo(
+        id="w-new", host="box", pid=8, queues=("q",), runtime="thread", concurrency=1,
+        process="linux:b:1:8:9",
+    )  # fmt: skip
+    new.worker_register(info)
+    assert {w.id: w.process for w in new.worker_list()}["w-new"] == "linux:b:1:8:9"
 
 
 def test_a_schema_from_a_newer_crawlq_is_refused(open_pg: OpenPG, raw: Any) -> None:

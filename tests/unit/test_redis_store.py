@@ -231,7 +231,7 @@ def test_every_key_follows_the_documented_layout(server: servers.PrivateRedis, p
                 id=worker, host="h", pid=1, queues=("q",), runtime="thread", concurrency=1
             )
         )
-    store.worker_stop("gone")
+    store.worker_stop("gone", done=0, failed=0)
     store.maintenance_acquire("reap", "w", 10.0)
     on_finish = spec("done")
     crawl = store.crawl_create(

@@ -429,18 +429,19 @@ CROSS JOIN LATERAL (
 ORDER BY queues.queue;
 
 -- name: worker_register
-INSERT INTO crawlq_workers AS w (id, host, pid, queues, runtime, concurrency, started_at,
-                                 last_heartbeat, running, done, failed, rss_bytes, state,
-                                 stopped_at)
-VALUES (%(id)s, %(host)s, %(pid)s, %(queues)s::text[], %(runtime)s, %(concurrency)s,
-        crawlq_now(%(now)s), crawlq_now(%(now)s), %(running)s, %(done)s, %(failed)s,
-        %(rss_bytes)s::bigint, 'alive', NULL)
+INSERT INTO crawlq_workers AS w (id, host, pid, process, queues, runtime, concurrency,
+                                 started_at, last_heartbeat, running, done, failed,
+                                 rss_bytes, state, stopped_at)
+VALUES (%(id)s, %(host)s, %(pid)s, %(process)s::text, %(queues)s::text[], %(runtime)s,
+        %(concurrency)s, crawlq_now(%(now)s), crawlq_now(%(now)s), %(running)s, %(done)s,
+        %(failed)s, %(rss_bytes)s::bigint, 'alive', NULL)
 ON CONFLICT (id) DO UPDATE
-SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
-    runtime = excluded.runtime, concurrency = excluded.concurrency,
-    started_at = excluded.started_at, last_heartbeat = excluded.last_heartbeat,
-    running = excluded.running, done = excluded.done, failed = excluded.failed,
-    rss_bytes = excluded.rss_bytes, state = 'alive', stopped_at = NULL;
+SET host = excluded.host, pid = excluded.pid, process = excluded.process,
+    queues = excluded.queues, runtime = excluded.runtime,
+    concurrency = excluded.concurrency, started_at = excluded.started_at,
+    last_heartbeat = excluded.last_heartbeat, running = excluded.running,
+    done = excluded.done, failed = excluded.failed, rss_bytes = excluded.rss_bytes,
+    state = 'alive', stopped_at = NULL;
 
 -- name: worker_heartbeat
 UPDATE crawlq_workers
@@ -449,29 +450,36 @@ SET last_heartbeat = crawlq_now(%(now)s), running = %(running)s, done = %(done)s
 WHERE id = %(id)s AND state = 'alive';
 
 -- name: worker_stop
-UPDATE crawlq_workers SET state = 'stopped', stopped_at = crawlq_now(%(now)s)
+UPDATE crawlq_workers
+SET state = 'stopped', stopped_at = crawlq_now(%(now)s), running = 0, done = %(done)s,
+    failed = %(failed)s
 WHERE id = %(id)s AND state = 'alive';
 
 -- name: worker_list
-SELECT id, host, pid, queues, runtime, concurrency, started_at, last_heartbeat, running,
-       done, failed, rss_bytes, state, stopped_at
-FROM crawlq_workers
-ORDER BY state <> 'alive', started_at, id COLLATE "C";
+-- Sorted (and lost ones told apart, at listed_at) in Python: crawlq.stores.workers.listed.
+SELECT id, host, pid, process, queues, runtime, concurrency, started_at, last_heartbeat,
+       running, done, failed, rss_bytes, state, stopped_at,
+       crawlq_now(%(now)s) AS listed_at
+FROM crawlq_workers;
 
 -- name: worker_reap
--- One statement: alive workers whose heartbeat is overdue become dead, and their running
--- jobs (found by the worker index, locked: a concurrent completion is waited for, and
--- then the job is no longer running) go back as job_expire_leases returns expired
--- leases, with reason worker_lost. The update trigger does the rest, as for expiry.
+-- One statement: alive workers whose heartbeat is overdue, or that the caller names as
+-- gone, become dead, and their running jobs (found by the worker index, locked: a
+-- concurrent completion is waited for, and then the job is no longer running) go back as
+-- job_expire_leases returns expired leases, with reason worker_lost. The update trigger
+-- does the rest, as for expiry.
 WITH dead AS (
     UPDATE crawlq_workers SET state = 'dead', stopped_at = crawlq_now(%(now)s)
-    WHERE state = 'alive' AND last_heartbeat < crawlq_now(%(now)s) - %(dead_after)s
+    WHERE state = 'alive'
+      AND (last_heartbeat < crawlq_now(%(now)s) - %(dead_after)s
+           OR id = ANY(%(gone)s::text[]))
     RETURNING id
 ), returned AS (
     UPDATE crawlq_jobs
     SET state = CASE WHEN attempts >= max_attempts THEN 'dead'
                      WHEN limit_key IS NOT NULL THEN 'waiting' ELSE 'ready' END,
-        last_error = 'worker lost: the worker holding it was declared dead (heartbeat overdue)',
+        last_error = 'worker lost: the worker holding it was declared dead '
+                     || '(heartbeat overdue or process gone)',
         dead_reason = CASE WHEN attempts < max_attempts THEN NULL ELSE 'worker_lost' END,
         finished_at = CASE WHEN attempts < max_attempts THEN NULL
                            ELSE crawlq_now(%(now)s) END,

@@ -78,7 +78,13 @@ from crawlq.stores.checks import check_page, check_results, check_ttl
 from crawlq.stores.conflict import Request, merge
 from crawlq.stores.crawlrows import crawl_info, key_limit, limits_json, on_finish_json
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
-from crawlq.stores.workers import heartbeat_params, register_params, worker_info
+from crawlq.stores.workers import (
+    heartbeat_params,
+    listed,
+    register_params,
+    stop_params,
+    worker_info,
+)
 from crawlq.types import JobId, Timestamp
 
 T = TypeVar("T")
@@ -973,15 +979,22 @@ class PostgresStore:
             transaction=False,
         )
 
-    def worker_stop(self, worker_id: str, *, now: Timestamp | None = None) -> None:
-        self._execute("stopping a worker", "worker_stop", {"id": worker_id, "now": now})
+    def worker_stop(
+        self, worker_id: str, *, done: int, failed: int, now: Timestamp | None = None
+    ) -> None:
+        params = stop_params(worker_id, done=done, failed=failed, now=now)
+        self._execute("stopping a worker", "worker_stop", params)
 
     def worker_list(self, *, now: Timestamp | None = None) -> list[WorkerInfo]:
-        rows = self._execute("listing workers", "worker_list", {})
-        return [worker_info(r, r["queues"]) for r in rows]
+        rows = self._execute("listing workers", "worker_list", {"now": now})
+        if not rows:
+            return []
+        return listed((worker_info(r, r["queues"]) for r in rows), float(rows[0]["listed_at"]))
 
-    def worker_reap(self, *, dead_after: float, now: Timestamp | None = None) -> list[str]:
-        params = {"dead_after": float(dead_after), "now": now}
+    def worker_reap(
+        self, *, dead_after: float, gone: Sequence[str] = (), now: Timestamp | None = None
+    ) -> list[str]:
+        params = {"dead_after": float(dead_after), "gone": list(gone), "now": now}
         rows = self._execute("reaping dead workers", "worker_reap", params)
         if rows:
             self._compact_counts()

@@ -47,7 +47,6 @@ from crawlq.jobs import (
     QueueStats,
     ScheduleResult,
     WorkerInfo,
-    WorkerState,
 )
 from crawlq.limits import KeyLimit, Limits
 from crawlq.payload import check_text
@@ -62,7 +61,7 @@ from crawlq.stores.base import (
 )
 from crawlq.stores.checks import check_page, check_results, check_ttl
 from crawlq.stores.redis import keys
-from crawlq.stores.workers import worker_info
+from crawlq.stores.workers import listed, worker_info
 from crawlq.types import JobId, Timestamp
 
 try:
@@ -824,6 +823,7 @@ class RedisStore:
             str(operator.index(info.done)),
             str(operator.index(info.failed)),
             _opt(None if info.rss_bytes is None else str(operator.index(info.rss_bytes))),
+            _opt(info.process),
         ]
         self._run("registering a worker", "worker_register", args)
 
@@ -847,8 +847,11 @@ class RedisStore:
         ]
         return bool(self._run("heartbeating a worker", "worker_heartbeat", args))
 
-    def worker_stop(self, worker_id: str, *, now: Timestamp | None = None) -> None:
-        self._run("stopping a worker", "worker_stop", [_now_arg(now), worker_id])
+    def worker_stop(
+        self, worker_id: str, *, done: int, failed: int, now: Timestamp | None = None
+    ) -> None:
+        counters = [str(operator.index(done)), str(operator.index(failed))]
+        self._run("stopping a worker", "worker_stop", [_now_arg(now), worker_id, *counters])
 
     def worker_list(self, *, now: Timestamp | None = None) -> list[WorkerInfo]:
         with _translate("listing workers"):
@@ -859,16 +862,17 @@ class RedisStore:
             for worker_id in worker_ids:
                 pipe.hgetall(keys.key("worker", self._prefix, worker=worker_id))
             hashes = cast("list[dict[str, str]]", pipe.execute())
-        workers = [
+        workers = (
             worker_info({**h, "id": worker_id}, json.loads(h["queues"]))
             for worker_id, h in zip(worker_ids, hashes, strict=True)
             if h  # pruned meanwhile
-        ]
-        workers.sort(key=lambda w: (w.state is not WorkerState.ALIVE, w.started_at, w.id))
-        return workers
+        )
+        return listed(workers, self.now() if now is None else now)
 
-    def worker_reap(self, *, dead_after: float, now: Timestamp | None = None) -> list[str]:
-        args = [_now_arg(now), _number(dead_after, "dead_after")]
+    def worker_reap(
+        self, *, dead_after: float, gone: Sequence[str] = (), now: Timestamp | None = None
+    ) -> list[str]:
+        args = [_now_arg(now), _number(dead_after, "dead_after"), *gone]
         return sorted(str(w) for w in self._run("reaping dead workers", "worker_reap", args))
 
     def worker_prune(self, *, older_than: float, now: Timestamp | None = None) -> int:

@@ -220,17 +220,18 @@ SELECT version FROM crawlq_migrations ORDER BY version;
 INSERT INTO crawlq_migrations (version, name, applied_at) VALUES (:version, :name, :now);
 
 -- name: worker_register
-INSERT INTO crawlq_workers (id, host, pid, queues, runtime, concurrency, started_at,
-                            last_heartbeat, running, done, failed, rss_bytes, state,
-                            stopped_at)
-VALUES (:id, :host, :pid, :queues, :runtime, :concurrency, :now, :now, :running, :done,
-        :failed, :rss_bytes, 'alive', NULL)
+INSERT INTO crawlq_workers (id, host, pid, process, queues, runtime, concurrency,
+                            started_at, last_heartbeat, running, done, failed, rss_bytes,
+                            state, stopped_at)
+VALUES (:id, :host, :pid, :process, :queues, :runtime, :concurrency, :now, :now, :running,
+        :done, :failed, :rss_bytes, 'alive', NULL)
 ON CONFLICT (id) DO UPDATE
-SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
-    runtime = excluded.runtime, concurrency = excluded.concurrency,
-    started_at = excluded.started_at, last_heartbeat = excluded.last_heartbeat,
-    running = excluded.running, done = excluded.done, failed = excluded.failed,
-    rss_bytes = excluded.rss_bytes, state = 'alive', stopped_at = NULL;
+SET host = excluded.host, pid = excluded.pid, process = excluded.process,
+    queues = excluded.queues, runtime = excluded.runtime,
+    concurrency = excluded.concurrency, started_at = excluded.started_at,
+    last_heartbeat = excluded.last_heartbeat, running = excluded.running,
+    done = excluded.done, failed = excluded.failed, rss_bytes = excluded.rss_bytes,
+    state = 'alive', stopped_at = NULL;
 
 -- name: worker_heartbeat
 UPDATE crawlq_workers
@@ -239,12 +240,13 @@ SET last_heartbeat = :now, running = :running, done = :done, failed = :failed,
 WHERE id = :id AND state = 'alive';
 
 -- name: worker_stop
-UPDATE crawlq_workers SET state = 'stopped', stopped_at = :now
+UPDATE crawlq_workers
+SET state = 'stopped', stopped_at = :now, running = 0, done = :done, failed = :failed
 WHERE id = :id AND state = 'alive';
 
 -- name: worker_list
-SELECT * FROM crawlq_workers
-ORDER BY state <> 'alive', started_at, id;
+-- Sorted (and lost ones told apart) in Python: crawlq.stores.workers.listed.
+SELECT * FROM crawlq_workers;
 
 -- name: worker_any_overdue
 -- Read-only probe, so that the reaper's every look takes no write lock.
@@ -254,9 +256,11 @@ SELECT EXISTS (
 );
 
 -- name: worker_reap
--- Alive workers whose heartbeat is overdue become dead.
+-- Alive workers whose heartbeat is overdue, or named gone (a JSON list of ids), become
+-- dead.
 UPDATE crawlq_workers SET state = 'dead', stopped_at = :now
-WHERE state = 'alive' AND last_heartbeat < :now - :dead_after
+WHERE state = 'alive'
+  AND (last_heartbeat < :now - :dead_after OR id IN (SELECT value FROM json_each(:gone)))
 RETURNING id;
 
 -- name: job_return_worker_leases
@@ -269,7 +273,8 @@ SET state = CASE WHEN attempts >= max_attempts THEN 'dead'
                       THEN 'held'
                  WHEN limit_key IS NOT NULL THEN 'waiting'
                  ELSE 'ready' END,
-    last_error = 'worker lost: the worker holding it was declared dead (heartbeat overdue)',
+    last_error = 'worker lost: the worker holding it was declared dead '
+                 || '(heartbeat overdue or process gone)',
     dead_reason = CASE WHEN attempts < max_attempts THEN NULL ELSE 'worker_lost' END,
     finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE :now END,
     lease_token = NULL, lease_expires_at = NULL

@@ -67,7 +67,13 @@ from crawlq.stores.crawlrows import (
     on_finish_spec,
 )
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
-from crawlq.stores.workers import heartbeat_params, register_params, worker_info
+from crawlq.stores.workers import (
+    heartbeat_params,
+    listed,
+    register_params,
+    stop_params,
+    worker_info,
+)
 from crawlq.types import JobId, Timestamp
 
 T = TypeVar("T")
@@ -913,28 +919,30 @@ class SQLiteStore:
             lambda c: c.execute(Q["worker_heartbeat"], params).rowcount == 1,
         )
 
-    def worker_stop(self, worker_id: str, *, now: Timestamp | None = None) -> None:
-        params = {"id": worker_id, "now": self._now(now)}
+    def worker_stop(
+        self, worker_id: str, *, done: int, failed: int, now: Timestamp | None = None
+    ) -> None:
+        params = stop_params(worker_id, done=done, failed=failed, now=self._now(now))
         self._write("stopping a worker", lambda c: c.execute(Q["worker_stop"], params))
 
     def worker_list(self, *, now: Timestamp | None = None) -> list[WorkerInfo]:
         rows = self._read("listing workers", lambda c: c.execute(Q["worker_list"]).fetchall())
-        return [worker_info(dict(r), json.loads(r["queues"])) for r in rows]
+        return listed((worker_info(dict(r), json.loads(r["queues"])) for r in rows), self._now(now))
 
-    def worker_reap(self, *, dead_after: float, now: Timestamp | None = None) -> list[str]:
+    def worker_reap(
+        self, *, dead_after: float, gone: Sequence[str] = (), now: Timestamp | None = None
+    ) -> list[str]:
         t = self._now(now)
         probe = {"now": t, "dead_after": dead_after}
-        if not self._read(
+        if not gone and not self._read(
             "probing for dead workers",
             lambda c: bool(c.execute(Q["worker_any_overdue"], probe).fetchone()[0]),
         ):
             return []  # the common case takes no write lock
+        params = {**probe, "gone": _dumps(list(gone))}
 
         def work(conn: sqlite3.Connection) -> list[str]:
-            dead = sorted(
-                r["id"]
-                for r in conn.execute(Q["worker_reap"], {"now": t, "dead_after": dead_after})
-            )
+            dead = sorted(r["id"] for r in conn.execute(Q["worker_reap"], params))
             for worker_id in dead:
                 query = Q["job_return_worker_leases"]
                 rows = conn.execute(query, {"worker_id": worker_id, "now": t}).fetchall()

@@ -3,7 +3,7 @@
 --
 -- KEYS:    none; names are built from the prefix (keys.py)
 -- ARGV:    prefix, now, id, host, pid, queues (JSON list), runtime, concurrency,
---          running, done, failed, rss_bytes? ('' = None)
+--          running, done, failed, rss_bytes? ('' = None), process? ('' = None)
 -- Returns: the instant it used.
 -- Touches: {p}:w:{worker}, {p}:workers, {p}:workers:alive, {p}:workers:ended
 
@@ -18,6 +18,10 @@ redis.call('HSET', key, 'host', ARGV[4], 'pid', ARGV[5], 'queues', ARGV[6],
 local rss = opt(ARGV[12])
 if rss then
   redis.call('HSET', key, 'rss_bytes', rss)
+end
+local process = opt(ARGV[13])
+if process then
+  redis.call('HSET', key, 'process', process)
 end
 redis.call('ZADD', K.workers(), fmt(now), id)
 redis.call('ZADD', K.workers_alive(), fmt(now), id)
