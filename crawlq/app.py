@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -23,7 +22,12 @@ from crawlq.exceptions import ConfigurationError, CrawlClosed, CrawlNotFound, Ta
 from crawlq.fingerprint import fingerprint_of
 from crawlq.jobs import Job, JobSpec, QueueStats, ScheduleResult, WorkerInfo
 from crawlq.limits import KeyLimit, Limits
-from crawlq.payload import encode_arguments
+from crawlq.payload import (
+    check_moment,
+    check_priority,
+    check_seconds,
+    encode_arguments,
+)
 from crawlq.stores import Store, open_store
 from crawlq.tasks import Task, make_options
 
@@ -149,15 +153,10 @@ class App:
             raise ConfigurationError(
                 f"task {task.name!r} was given both delay= and at=; give one of them"
             )
-        if key is not None:
-            check_key_text(key, "key")
-        run_at = at.timestamp() if isinstance(at, datetime) else at
-        for name, value in (("delay", delay), ("at", run_at)):
-            if value is not None and not _finite_number(value):
-                raise ConfigurationError(
-                    f"task {task.name!r} was given {name}={value!r}; give a finite number "
-                    "of seconds" + (" (or a datetime)" if name == "at" else "")
-                )
+        try:
+            delay, run_at, priority = check_when(delay, at, key, priority)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"task {task.name!r}: {exc}") from None
         check_placement(crawl, limit_key, seen)
         task.check_call(args, kwargs)
         plain_args, plain_kwargs = encode_arguments(
@@ -170,9 +169,9 @@ class App:
             args=plain_args,
             kwargs=plain_kwargs,
             key=key,
-            priority=options.priority if priority is None else int(priority),
-            delay=float(delay or 0.0),
-            run_at=None if run_at is None else float(run_at),
+            priority=options.priority if priority is None else priority,
+            delay=delay or 0.0,
+            run_at=run_at,
             max_attempts=options.max_attempts,
             lease_seconds=options.lease,
             timeout=options.timeout,
@@ -301,8 +300,7 @@ class App:
     def block_key(self, key: str, seconds: float) -> None:
         """Start no job of ``key`` for ``seconds`` from now, on every worker."""
         check_placement(None, key, None)
-        if not 0 <= seconds < float("inf"):
-            raise ConfigurationError(f"cannot block a key for {seconds!r} s: give seconds >= 0")
+        seconds = check_seconds("block seconds", seconds, zero=True)
         store = self.store
         store.limit_block(key, store.now() + seconds)
 
@@ -317,8 +315,17 @@ class App:
         return Worker(self, settings or WorkerSettings())
 
 
-def _finite_number(value: object) -> bool:
-    """A real number (not a bool) that is neither NaN nor infinite."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return math.isfinite(value)
+def check_when(
+    delay: object, at: object, key: object, priority: object
+) -> tuple[float | None, float | None, int | None]:
+    """The options of one call that every store must keep alike: ``delay`` seconds from 0
+    to 100 years (a negative delay is refused: use ``at`` for a past moment), ``at`` from
+    1970 to 9999 (as epoch seconds), ``key`` text without NUL, ``priority`` within
+    ±(2**53-1). Returns delay, run_at and priority checked; ConfigurationError if not."""
+    if key is not None:
+        check_key_text(key, "key")  # type: ignore[arg-type]
+    return (
+        None if delay is None else check_seconds("delay", delay, zero=True),
+        None if at is None else check_moment(at),
+        None if priority is None else check_priority(priority),
+    )

@@ -118,12 +118,7 @@ def check_key_text(value: str, what: str, *, nul: bool = False) -> None:
     """Refuse a key no store could keep alike: text that is not valid Unicode (a lone
     surrogate), or that holds NUL, which PostgreSQL text cannot (``nul``: NUL is fine,
     the key is hashed)."""
-    check_text(value, what)
-    if not nul and "\x00" in value:
-        raise ConfigurationError(
-            f"{what} {value!r} holds a NUL character (\\x00), which PostgreSQL cannot "
-            "store: remove or replace it"
-        )
+    check_text(value, what, nul=nul)
 
 
 def check_seen_has_crawl(specs: Sequence[JobSpec]) -> None:

@@ -73,7 +73,8 @@ def summary(worker: Worker) -> str:
     metavar="N",
     default=DEFAULT_CONCURRENCY,
     show_default=True,
-    help="Slots: jobs running at once.",
+    help="Slots: jobs running at once; at most 1024 (thread), 10000 (asyncio) or 256 "
+    "(process) per worker.",
 )
 @click.option(
     "--prefetch",
