@@ -17,8 +17,9 @@ from crawlq.crawls import (
     check_key_text,
     check_placement,
     check_seen_has_crawl,
+    no_such_crawl,
 )
-from crawlq.exceptions import ConfigurationError, CrawlClosed, CrawlNotFound, TaskNotFound
+from crawlq.exceptions import ConfigurationError, CrawlClosed, TaskNotFound
 from crawlq.fingerprint import fingerprint_of
 from crawlq.jobs import Job, JobSpec, QueueStats, ScheduleResult, WorkerInfo
 from crawlq.limits import KeyLimit, Limits
@@ -245,7 +246,7 @@ class App:
         """One crawl; ``CrawlNotFound`` if there is none with this id."""
         info = self.store.crawl_get(crawl_id)
         if info is None:
-            raise CrawlNotFound(f"no crawl has id {crawl_id}: `crawlq crawls` lists them")
+            raise no_such_crawl(crawl_id)
         return info
 
     def crawls(

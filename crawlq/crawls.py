@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from crawlq.exceptions import ConfigurationError
+from crawlq.exceptions import ConfigurationError, CrawlNotFound
 from crawlq.jobs import JobSpec
 from crawlq.limits import Limits
 from crawlq.payload import check_text
@@ -119,6 +119,11 @@ def check_key_text(value: str, what: str, *, nul: bool = False) -> None:
     surrogate), or that holds NUL, which PostgreSQL text cannot (``nul``: NUL is fine,
     the key is hashed)."""
     check_text(value, what, nul=nul)
+
+
+def no_such_crawl(crawl_id: object) -> CrawlNotFound:
+    """The error for a crawl id no crawl has, the same from every store and the App."""
+    return CrawlNotFound(f"no crawl has id {crawl_id!r}: `crawlq crawls` lists them")
 
 
 def check_seen_has_crawl(specs: Sequence[JobSpec]) -> None:

@@ -32,7 +32,7 @@ MAX_DEPTH = 100
 """How deep task arguments may nest: lists and dicts inside lists and dicts."""
 
 
-def _check(value: Any, where: str, depth: int = 0) -> None:
+def _check(value: Any, where: str, depth: int = 0, root: str = "") -> None:
     if value is None or isinstance(value, bool | int | str):
         return
     if isinstance(value, float):
@@ -41,12 +41,12 @@ def _check(value: Any, where: str, depth: int = 0) -> None:
         return
     if depth >= MAX_DEPTH and isinstance(value, list | tuple | dict):
         raise PayloadError(
-            f"{where.split('[', 1)[0]} nests lists or dicts more than {MAX_DEPTH} deep; "
+            f"{root} nests lists or dicts more than {MAX_DEPTH} deep; "
             "flatten it (e.g. a list of rows) or store it elsewhere and pass its location"
         )
     if isinstance(value, list | tuple):
         for i, item in enumerate(value):
-            _check(item, f"{where}[{i}]", depth + 1)
+            _check(item, f"{where}[{i}]", depth + 1, root or where)
         return
     if isinstance(value, dict):
         for k, item in value.items():
@@ -55,7 +55,7 @@ def _check(value: Any, where: str, depth: int = 0) -> None:
                     f"{where} has the key {k!r} of type {type(k).__name__}; JSON object keys "
                     "must be strings: convert it with str()"
                 )
-            _check(item, f"{where}[{k!r}]", depth + 1)
+            _check(item, f"{where}[{k!r}]", depth + 1, root or where)
         return
     raise PayloadError(
         f"{where} is a {type(value).__module__}.{type(value).__qualname__}, which is not "
