@@ -24,7 +24,10 @@ from crawlq.fingerprint import fingerprint_of
 from crawlq.jobs import Job, JobSpec, QueueStats, ScheduleResult, WorkerInfo
 from crawlq.limits import KeyLimit, Limits
 from crawlq.payload import (
+    MAX_EXACT,
+    check_count,
     check_moment,
+    check_name,
     check_priority,
     check_seconds,
     encode_arguments,
@@ -54,8 +57,7 @@ class App:
         *,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
-        if max_payload_bytes < 1:
-            raise ConfigurationError("max_payload_bytes must be a positive number of bytes")
+        check_count("max_payload_bytes", max_payload_bytes, 1)
         self._store_url = store if isinstance(store, str) else None
         self._store: Store | None = None if isinstance(store, str) else store
         self._store_lock = threading.Lock()
@@ -191,11 +193,11 @@ class App:
     # -- looking and acting ----------------------------------------------------------
 
     def get_job(self, job_id: int) -> Job | None:
-        return self.store.job_get(job_id)
+        return self.store.job_get(check_count("job id", job_id, 1))
 
     def cancel(self, *job_ids: int) -> list[int]:
         """Cancel pending or running jobs; returns the ids that were cancelled."""
-        return self.store.job_cancel(job_ids)
+        return self.store.job_cancel([check_count("job id", i, 1) for i in job_ids])
 
     def stats(self) -> list[QueueStats]:
         return self.store.queue_stats()
@@ -223,8 +225,7 @@ class App:
         ``crawl_id=`` set in its keyword arguments. ``limits`` are the defaults of the
         limit keys its jobs are the first to use.
         """
-        if not isinstance(name, str) or not name:
-            raise ConfigurationError("a crawl needs a name: a non-empty string")
+        check_name(name, "a crawl's name")
         _, plain_meta = encode_arguments(
             f"crawl {name} (meta)", (), meta or {}, max_bytes=self.max_payload_bytes
         )
@@ -244,7 +245,7 @@ class App:
 
     def get_crawl(self, crawl_id: int) -> CrawlInfo:
         """One crawl; ``CrawlNotFound`` if there is none with this id."""
-        info = self.store.crawl_get(crawl_id)
+        info = self.store.crawl_get(check_count("crawl id", crawl_id, 1))
         if info is None:
             raise no_such_crawl(crawl_id)
         return info
@@ -253,6 +254,8 @@ class App:
         self, *, state: CrawlState | None = None, limit: int | None = None
     ) -> list[CrawlInfo]:
         """Crawls in id order (only those in ``state`` if given)."""
+        if limit is not None:
+            check_count("limit", limit, -MAX_EXACT)
         return self.store.crawl_list(state=state, limit=limit)
 
     def pause_crawl(self, crawl_id: int) -> CrawlInfo:
@@ -272,7 +275,7 @@ class App:
     def _crawl_change(
         self, crawl_id: int, change: Callable[[int], bool], verb: str, target: CrawlState
     ) -> CrawlInfo:
-        changed = change(crawl_id)
+        changed = change(check_count("crawl id", crawl_id, 1))
         info = self.get_crawl(crawl_id)
         if not changed and info.state is not target and info.state not in OPEN_CRAWL_STATES:
             raise CrawlClosed(f"crawl {crawl_id} is {info.state}: it cannot be {verb}")
@@ -283,6 +286,7 @@ class App:
 
         URLs are compared in canonical form (``crawlq.fingerprint``).
         """
+        crawl_id = check_count("crawl id", crawl_id, 1)
         return self.store.seen_add(crawl_id, [fingerprint_of(k) for k in keys])
 
     # -- limits ----------------------------------------------------------------------
@@ -296,7 +300,7 @@ class App:
 
     def set_default_limit(self, queue: str, limits: Limits | None) -> None:
         """The limits a new key of ``queue``'s jobs takes (None removes the default)."""
-        self.store.limit_set_default(queue, limits)
+        self.store.limit_set_default(check_name(queue, "queue name"), limits)
 
     def block_key(self, key: str, seconds: float) -> None:
         """Start no job of ``key`` for ``seconds`` from now, on every worker."""

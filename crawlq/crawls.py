@@ -21,7 +21,7 @@ from enum import StrEnum
 from crawlq.exceptions import ConfigurationError, CrawlNotFound
 from crawlq.jobs import JobSpec
 from crawlq.limits import Limits
-from crawlq.payload import check_text
+from crawlq.payload import MAX_EXACT, check_text
 from crawlq.types import JSONValue, Timestamp
 
 
@@ -95,9 +95,11 @@ MAX_LIMIT_KEY_LENGTH = 1024
 
 def check_placement(crawl: int | None, limit_key: str | None, seen: str | None) -> None:
     """Refuse a crawl id, limit key or seen key a store could not take, saying why."""
-    if crawl is not None and (isinstance(crawl, bool) or not isinstance(crawl, int) or crawl < 1):
+    if crawl is not None and (
+        isinstance(crawl, bool) or not isinstance(crawl, int) or not 1 <= crawl <= MAX_EXACT
+    ):
         raise ConfigurationError(
-            f"crawl={crawl!r} is not a crawl id: pass the id app.crawl(...) returned"
+            f"crawl={crawl!r:.40} is not a crawl id: pass the id app.crawl(...) returned"
         )
     if limit_key is not None and (
         not isinstance(limit_key, str) or not limit_key or len(limit_key) > MAX_LIMIT_KEY_LENGTH
@@ -123,7 +125,7 @@ def check_key_text(value: str, what: str, *, nul: bool = False) -> None:
 
 def no_such_crawl(crawl_id: object) -> CrawlNotFound:
     """The error for a crawl id no crawl has, the same from every store and the App."""
-    return CrawlNotFound(f"no crawl has id {crawl_id!r}: `crawlq crawls` lists them")
+    return CrawlNotFound(f"no crawl has id {crawl_id}: `crawlq crawls` lists them")
 
 
 def check_seen_has_crawl(specs: Sequence[JobSpec]) -> None:

@@ -10,6 +10,7 @@ from crawlq.app import App
 from crawlq.cli.common import json_option, open_app, target_options
 from crawlq.cli.output import cell, console, human_age, iso_utc, print_json, table
 from crawlq.crawls import CrawlInfo, CrawlState
+from crawlq.payload import MAX_EXACT
 from crawlq.types import Timestamp
 
 
@@ -53,7 +54,7 @@ def _age(c: CrawlInfo, now: Timestamp) -> str:
     type=click.Choice([s.value for s in CrawlState]),
     help="Only crawls in this state.",
 )
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1, max=MAX_EXACT), default=100, show_default=True)
 @json_option
 def crawls(state: str | None, limit: int, as_json: bool) -> None:
     """List crawls with their progress, oldest first.

@@ -35,7 +35,8 @@ def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> f
         )
     number, unit = match.groups()
     seconds = float(number) * _UNITS[(unit or "").lower()]
-    return _checked(lambda: check_seconds(f"--{param.name}", seconds, zero=True), ctx, param)
+    name = next((o for o in param.opts if o.startswith("--")), f"--{param.name}")
+    return _checked(lambda: check_seconds(name, seconds, zero=True), ctx, param)
 
 
 def _checked(check: Callable[[], T], ctx: click.Context, param: click.Parameter) -> T:
@@ -91,7 +92,8 @@ def iso_datetime(ctx: click.Context, param: click.Parameter, value: str | None) 
             ctx,
             param,
         ) from None
-    _checked(lambda: check_moment(moment, f"--{param.name}"), ctx, param)
+    name = next((o for o in param.opts if o.startswith("--")), f"--{param.name}")
+    _checked(lambda: check_moment(moment, name), ctx, param)
     return moment if moment.tzinfo is not None else moment.astimezone()
 
 

@@ -233,3 +233,48 @@ def test_arguments_as_deep_as_the_rule_allows_are_kept(app: App) -> None:
     deepest = nested(MAX_DEPTH)
     job = app.get_job(t.schedule(deepest).job_id)
     assert job is not None and job.args == [deepest]
+
+
+# -- ids, limits of listings and crawl names --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda app: app.get_job(2**63), "job id must be a whole number from 1 to "),
+        (lambda app: app.cancel(1, 10**20), "job id must be a whole number from 1 to "),
+        (lambda app: app.get_crawl(2**63), "crawl id must be a whole number from 1 to "),
+        (lambda app: app.pause_crawl(0), "crawl id must be a whole number from 1 to "),
+        (lambda app: app.seen_add(2**64, ["u"]), "crawl id must be a whole number from 1 to "),
+        (lambda app: app.crawls(limit=2**63), "limit must be a whole number from -"),
+        (
+            lambda app: app.store.job_list(crawlq.JobFilter(limit=2**63)),
+            "limit must be a whole number from -",
+        ),
+        (
+            lambda app: app.store.job_list(crawlq.JobFilter(after_id=-(2**63))),
+            "after_id must be a whole number from -",
+        ),
+        (
+            lambda app: app.task(name="t")(lambda ctx: None).schedule(crawl=2**63),
+            "crawl=9223372036854775808 is not a crawl id",
+        ),
+        (lambda app: app.crawl("a\x00b"), "a crawl's name 'a\\x00b' holds a NUL character"),
+    ],
+)
+def test_ids_and_limits_outside_the_rule_are_refused_alike(
+    app: App, call: Any, message: str
+) -> None:
+    assert refused(app, lambda: call(app)).startswith(message)
+    assert app.crawls() == []
+
+
+def test_ids_nobody_has_are_simply_absent(app: App) -> None:
+    task = app.task(name="t")(lambda ctx: None)
+    assert app.get_job(2**53 - 1) is None and app.cancel(2**53 - 1) == []
+    with pytest.raises(crawlq.CrawlNotFound) as caught:
+        task.schedule(crawl=2**53 - 1)
+    assert str(caught.value) == "no crawl has id 9007199254740991: `crawlq crawls` lists them"
+    with pytest.raises(crawlq.CrawlNotFound) as caught:
+        app.pause_crawl(2**53 - 1)
+    assert str(caught.value) == "no crawl has id 9007199254740991: `crawlq crawls` lists them"

@@ -84,7 +84,7 @@ def test_an_empty_crawl_finishes_at_once_and_runs_on_finish(app: App) -> None:
         (lambda app, t: t.spec("u", crawl=True), "not a crawl id"),
         (lambda app, t: t.spec("u", limit_key=""), "limit_key=''"),
         (lambda app, t: t.spec("u", limit_key="x" * 2000), "at most 1024"),
-        (lambda app, t: app.crawl("", []), "needs a name"),
+        (lambda app, t: app.crawl("", []), "a crawl's name must not be empty"),
         (lambda app, t: app.crawl("c", [], on_finish=app.get_task("plain")), "crawl_id"),
         (lambda app, t: app.crawl("c", [], on_finish=t.spec("u"), on_finish_kwargs={}), "spec"),
         (lambda app, t: app.crawl("c", [], meta={"at": object()}), "not JSON"),
