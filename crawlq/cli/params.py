@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from crawlq.exceptions import ConfigurationError
-from crawlq.payload import MAX_EXACT, check_moment, check_seconds
+from crawlq.payload import MAX_DEPTH, MAX_EXACT, check_moment, check_seconds
 
 T = TypeVar("T")
 
@@ -117,6 +117,10 @@ def parse_json_option(
         raise click.UsageError(
             f"{wanted}; {raw!r} is not valid JSON ({exc.msg} at column {exc.colno}). "
             "Quote it for the shell and use double quotes inside"
+        ) from None
+    except RecursionError:
+        raise click.UsageError(
+            f"{wanted}; it nests arrays or objects more than {MAX_DEPTH} deep"
         ) from None
     if not isinstance(value, kind):
         got = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(

@@ -335,6 +335,13 @@ def test_numbers_out_of_range_are_refused_in_one_line(
     assert as_json(crawlq("stats", "--json")) == []
 
 
+@pytest.mark.parametrize("depth", [101, 5_000])
+def test_arguments_nested_too_deep_are_one_line(crawlq: Invoke, depth: int) -> None:
+    result = crawlq("schedule", "fetch", "--args", "[" + "[" * depth + "]" * depth + "]")
+    assert_clean_error(result, 1 if depth == 101 else 2, "more than 100 deep")
+    assert as_json(crawlq("stats", "--json")) == []
+
+
 def test_the_extreme_priorities_are_scheduled(crawlq: Invoke) -> None:
     for priority in ("9007199254740991", "-9007199254740991"):
         assert crawlq("schedule", "fetch", "--priority", priority).exit_code == 0
