@@ -278,3 +278,14 @@ def test_ids_nobody_has_are_simply_absent(app: App) -> None:
     with pytest.raises(crawlq.CrawlNotFound) as caught:
         app.pause_crawl(2**53 - 1)
     assert str(caught.value) == "no crawl has id 9007199254740991: `crawlq crawls` lists them"
+
+
+@pytest.mark.parametrize(
+    "value", [2**63, -(2**63), 10**30, 2**53 + 1, 1e308, -0.0, "a\x00b", "a\ud800b", "ページ"]
+)
+def test_any_json_value_of_the_arguments_is_kept_exactly(app: App, value: object) -> None:
+    @app.task(name="t")
+    def t(ctx: JobContext, v: object) -> None: ...
+
+    job = app.get_job(t.schedule(value, key="k").job_id)
+    assert job is not None and job.args == [value] and repr(job.args) == repr([value])
