@@ -90,9 +90,17 @@ def check_count(name: str, value: object, minimum: int, maximum: int = MAX_EXACT
     else a ConfigurationError naming the setting ``name``."""
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
         raise ConfigurationError(
-            f"{name} must be a whole number from {minimum} to {maximum}, not {value!r:.40}"
+            f"{name} must be a whole number from {minimum} to {maximum}, not {_shown(value)}"
         )
     return value
+
+
+def _shown(value: object) -> str:
+    """``value`` for an error message: its repr, cut at 40 characters (an int too long to
+    print is shown by its size)."""
+    if isinstance(value, int) and value.bit_length() > 256:
+        return f"an integer of {value.bit_length()} bits"
+    return f"{value!r:.40}"
 
 
 def check_priority(value: object, name: str = "priority") -> int:
@@ -113,7 +121,7 @@ def check_seconds(
     ):
         kind = "a number of seconds >= 0" if zero else "a positive number of seconds"
         limit = f"{maximum:.0f}" + (" (100 years)" if maximum == MAX_SECONDS else "")
-        raise ConfigurationError(f"{name} must be {kind}, at most {limit}, not {value!r:.40}")
+        raise ConfigurationError(f"{name} must be {kind}, at most {limit}, not {_shown(value)}")
     return float(value)
 
 
@@ -131,7 +139,7 @@ def check_moment(value: object, name: str = "at") -> float:
         or not isinstance(moment, int | float)
         or not 0 <= moment <= MAX_TIMESTAMP  # False for NaN
     ):
-        shown = value.isoformat() if isinstance(value, datetime) else f"{value!r:.40}"
+        shown = value.isoformat() if isinstance(value, datetime) else _shown(value)
         raise ConfigurationError(
             f"{name} must be a datetime (or seconds since the epoch) from 1970-01-01 to "
             f"9999-12-31 UTC, not {shown}"
