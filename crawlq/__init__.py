@@ -38,6 +38,7 @@ from crawlq.jobs import (
 from crawlq.limits import KeyLimit, Limits
 from crawlq.retry import Backoff
 from crawlq.stores import Store, open_store
+from crawlq.stores.base import JobFilter
 from crawlq.tasks import Task, TaskOptions
 from crawlq.worker import Worker
 
@@ -57,6 +58,7 @@ __all__ = [
     "Discard",
     "Job",
     "JobContext",
+    "JobFilter",
     "JobSpec",
     "JobState",
     "KeyLimit",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -23,12 +22,21 @@ from crawlq.crawls import (
     check_key_text,
     check_placement,
     check_seen_has_crawl,
+    no_such_crawl,
 )
 from crawlq.exceptions import ConfigurationError, CrawlClosed, CrawlNotFound, TaskNotFound
 from crawlq.fingerprint import fingerprint_of
 from crawlq.jobs import Job, JobSpec, QueueStats, ScheduleResult, WorkerInfo
 from crawlq.limits import KeyLimit, Limits
-from crawlq.payload import encode_arguments
+from crawlq.payload import (
+    MAX_EXACT,
+    check_count,
+    check_moment,
+    check_name,
+    check_priority,
+    check_seconds,
+    encode_arguments,
+)
 from crawlq.stores import Store, open_store
 from crawlq.tasks import Task, default_name, make_options
 
@@ -54,8 +62,7 @@ class App:
         *,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
-        if max_payload_bytes < 1:
-            raise ConfigurationError("max_payload_bytes must be a positive number of bytes")
+        check_count("max_payload_bytes", max_payload_bytes, 1)
         self._store_url = store if isinstance(store, str) else None
         self._store: Store | None = None if isinstance(store, str) else store
         self._store_lock = threading.Lock()
@@ -162,15 +169,10 @@ class App:
             raise ConfigurationError(
                 f"task {task.name!r} was given both delay= and at=; give one of them"
             )
-        if key is not None:
-            check_key_text(key, "key")
-        run_at = at.timestamp() if isinstance(at, datetime) else at
-        for name, value in (("delay", delay), ("at", run_at)):
-            if value is not None and not _finite_number(value):
-                raise ConfigurationError(
-                    f"task {task.name!r} was given {name}={value!r}; give a finite number "
-                    "of seconds" + (" (or a datetime)" if name == "at" else "")
-                )
+        try:
+            delay, run_at, priority = check_when(delay, at, key, priority)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"task {task.name!r}: {exc}") from None
         check_placement(crawl, limit_key, seen)
         task.check_call(args, kwargs)
         plain_args, plain_kwargs = encode_arguments(
@@ -183,9 +185,9 @@ class App:
             args=plain_args,
             kwargs=plain_kwargs,
             key=key,
-            priority=options.priority if priority is None else int(priority),
-            delay=float(delay or 0.0),
-            run_at=None if run_at is None else float(run_at),
+            priority=options.priority if priority is None else priority,
+            delay=delay or 0.0,
+            run_at=run_at,
             max_attempts=options.max_attempts,
             lease_seconds=options.lease,
             timeout=options.timeout,
@@ -204,11 +206,11 @@ class App:
     # -- looking and acting ----------------------------------------------------------
 
     def get_job(self, job_id: int) -> Job | None:
-        return self.store.job_get(job_id)
+        return self.store.job_get(check_count("job id", job_id, 1))
 
     def cancel(self, *job_ids: int) -> list[int]:
         """Cancel pending or running jobs; returns the ids that were cancelled."""
-        return self.store.job_cancel(job_ids)
+        return self.store.job_cancel([check_count("job id", i, 1) for i in job_ids])
 
     def stats(self) -> list[QueueStats]:
         return self.store.queue_stats()
@@ -236,8 +238,7 @@ class App:
         ``crawl_id=`` set in its keyword arguments. ``limits`` are the defaults of the
         limit keys its jobs are the first to use.
         """
-        if not isinstance(name, str) or not name:
-            raise ConfigurationError("a crawl needs a name: a non-empty string")
+        check_name(name, "a crawl's name")
         _, plain_meta = encode_arguments(
             f"crawl {name} (meta)", (), meta or {}, max_bytes=self.max_payload_bytes
         )
@@ -257,16 +258,17 @@ class App:
 
     def get_crawl(self, crawl_id: int) -> CrawlInfo:
         """One crawl; ``CrawlNotFound`` if there is none with this id."""
-        info = self.store.crawl_get(crawl_id)
+        info = self.store.crawl_get(check_count("crawl id", crawl_id, 1))
         if info is None:
-            lister = store_command("crawls", self._store_url)
-            raise CrawlNotFound(f"no crawl has id {crawl_id}: {lister} lists them")
+            raise self._no_such_crawl(crawl_id)
         return info
 
     def crawls(
         self, *, state: CrawlState | None = None, limit: int | None = None
     ) -> list[CrawlInfo]:
         """Crawls in id order (only those in ``state`` if given)."""
+        if limit is not None:
+            check_count("limit", limit, -MAX_EXACT)
         return self.store.crawl_list(state=state, limit=limit)
 
     def pause_crawl(self, crawl_id: int) -> CrawlInfo:
@@ -283,10 +285,19 @@ class App:
             crawl_id, self.store.crawl_cancel, "cancelled", CrawlState.CANCELLED
         )
 
+    def _no_such_crawl(self, crawl_id: int) -> CrawlNotFound:
+        """The error for a missing crawl, whose hint names this app's store when it has a URL."""
+        if self._store_url is None:
+            return no_such_crawl(crawl_id)
+        return no_such_crawl(crawl_id, store_command("crawls", self._store_url))
+
     def _crawl_change(
         self, crawl_id: int, change: Callable[[int], bool], verb: str, target: CrawlState
     ) -> CrawlInfo:
-        changed = change(crawl_id)
+        try:
+            changed = change(check_count("crawl id", crawl_id, 1))
+        except CrawlNotFound:
+            raise self._no_such_crawl(crawl_id) from None
         info = self.get_crawl(crawl_id)
         if not changed and info.state is not target and info.state not in OPEN_CRAWL_STATES:
             raise CrawlClosed(f"crawl {crawl_id} is {info.state}: it cannot be {verb}")
@@ -297,6 +308,7 @@ class App:
 
         URLs are compared in canonical form (``crawlq.fingerprint``).
         """
+        crawl_id = check_count("crawl id", crawl_id, 1)
         return self.store.seen_add(crawl_id, [fingerprint_of(k) for k in keys])
 
     # -- limits ----------------------------------------------------------------------
@@ -310,13 +322,12 @@ class App:
 
     def set_default_limit(self, queue: str, limits: Limits | None) -> None:
         """The limits a new key of ``queue``'s jobs takes (None removes the default)."""
-        self.store.limit_set_default(queue, limits)
+        self.store.limit_set_default(check_name(queue, "queue name"), limits)
 
     def block_key(self, key: str, seconds: float) -> None:
         """Start no job of ``key`` for ``seconds`` from now, on every worker."""
         check_placement(None, key, None)
-        if not 0 <= seconds < float("inf"):
-            raise ConfigurationError(f"cannot block a key for {seconds!r} s: give seconds >= 0")
+        seconds = check_seconds("block seconds", seconds, zero=True)
         store = self.store
         store.limit_block(key, store.now() + seconds)
 
@@ -331,8 +342,17 @@ class App:
         return Worker(self, settings or WorkerSettings())
 
 
-def _finite_number(value: object) -> bool:
-    """A real number (not a bool) that is neither NaN nor infinite."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return False
-    return math.isfinite(value)
+def check_when(
+    delay: object, at: object, key: object, priority: object
+) -> tuple[float | None, float | None, int | None]:
+    """The options of one call that every store must keep alike: ``delay`` seconds from 0
+    to 100 years (a negative delay is refused: use ``at`` for a past moment), ``at`` from
+    1970 to 9999 (as epoch seconds), ``key`` text without NUL, ``priority`` within
+    ±(2**53-1). Returns delay, run_at and priority checked; ConfigurationError if not."""
+    if key is not None:
+        check_key_text(key, "key")  # type: ignore[arg-type]
+    return (
+        None if delay is None else check_seconds("delay", delay, zero=True),
+        None if at is None else check_moment(at),
+        None if priority is None else check_priority(priority),
+    )

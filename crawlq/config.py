@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlsplit
 
 from crawlq.exceptions import ConfigurationError
+from crawlq.payload import check_count, check_name, check_seconds
 
 DEFAULT_STORE_URL = "sqlite:///crawlq.db"
 DEFAULT_MAX_ATTEMPTS = 3
@@ -21,8 +22,13 @@ DEAD_AFTER = 30.0
 """Seconds without a heartbeat after which a worker is lost (``crawlq workers`` shows it
 ``lost``) and the next reap declares it dead and returns its jobs (every worker
 heartbeats its record every 5 s)."""
+MAX_PREFETCH = 10_000
+"""The most jobs a worker may claim ahead of its free slots."""
 RUNTIME_NAMES = ("thread", "asyncio", "process")
 """The runtimes a worker can use (``crawlq.worker.runtimes``)."""
+MAX_CONCURRENCY = {"thread": 1024, "asyncio": 10_000, "process": 256}
+"""The most slots a worker of each runtime may have: one thread, coroutine or child
+process per slot. Above that, start more workers."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -149,13 +155,25 @@ class WorkerSettings:
                     f"{name} recycles child processes: it needs the process runtime "
                     f"(--runtime process), not {self.runtime!r}"
                 )
-            if value < 1:
-                raise ConfigurationError(f"{name} must be at least 1, not {value}")
-        if self.concurrency < 1:
-            raise ConfigurationError(f"concurrency must be at least 1, not {self.concurrency}")
-        if self.prefetch < 0:
-            raise ConfigurationError(f"prefetch must be 0 or more, not {self.prefetch}")
-        if self.shutdown_grace < 0:
-            raise ConfigurationError("shutdown_grace must be 0 or more seconds")
-        if self.poll_timeout <= 0:
-            raise ConfigurationError("poll_timeout must be a positive number of seconds")
+            check_count(name, value, 1)
+        most = MAX_CONCURRENCY[self.runtime]
+        if (
+            isinstance(self.concurrency, bool)
+            or not isinstance(self.concurrency, int)
+            or not 1 <= self.concurrency <= most
+        ):
+            raise ConfigurationError(
+                f"concurrency must be a whole number from 1 to {most} for the {self.runtime} "
+                f"runtime, not {self.concurrency!r:.40}; for more slots start more workers"
+                + (
+                    f" or use the asyncio runtime (up to {MAX_CONCURRENCY['asyncio']})"
+                    if self.runtime == "thread"
+                    else ""
+                )
+            )
+        check_count("prefetch", self.prefetch, 0, MAX_PREFETCH)
+        check_seconds("shutdown_grace", self.shutdown_grace, zero=True)
+        check_seconds("poll_timeout", self.poll_timeout)
+        check_seconds("retention", self.retention, zero=True)
+        for queue in self.queues:
+            check_name(queue, "queue name")

@@ -18,10 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from crawlq.exceptions import ConfigurationError
+from crawlq.exceptions import ConfigurationError, CrawlNotFound
 from crawlq.jobs import JobSpec
 from crawlq.limits import Limits
-from crawlq.payload import check_text
+from crawlq.payload import MAX_EXACT, check_text
 from crawlq.types import JSONValue, Timestamp
 
 
@@ -95,9 +95,11 @@ MAX_LIMIT_KEY_LENGTH = 1024
 
 def check_placement(crawl: int | None, limit_key: str | None, seen: str | None) -> None:
     """Refuse a crawl id, limit key or seen key a store could not take, saying why."""
-    if crawl is not None and (isinstance(crawl, bool) or not isinstance(crawl, int) or crawl < 1):
+    if crawl is not None and (
+        isinstance(crawl, bool) or not isinstance(crawl, int) or not 1 <= crawl <= MAX_EXACT
+    ):
         raise ConfigurationError(
-            f"crawl={crawl!r} is not a crawl id: pass the id app.crawl(...) returned"
+            f"crawl={crawl!r:.40} is not a crawl id: pass the id app.crawl(...) returned"
         )
     if limit_key is not None and (
         not isinstance(limit_key, str) or not limit_key or len(limit_key) > MAX_LIMIT_KEY_LENGTH
@@ -118,12 +120,13 @@ def check_key_text(value: str, what: str, *, nul: bool = False) -> None:
     """Refuse a key no store could keep alike: text that is not valid Unicode (a lone
     surrogate), or that holds NUL, which PostgreSQL text cannot (``nul``: NUL is fine,
     the key is hashed)."""
-    check_text(value, what)
-    if not nul and "\x00" in value:
-        raise ConfigurationError(
-            f"{what} {value!r} holds a NUL character (\\x00), which PostgreSQL cannot "
-            "store: remove or replace it"
-        )
+    check_text(value, what, nul=nul)
+
+
+def no_such_crawl(crawl_id: object, lister: str = "`crawlq crawls`") -> CrawlNotFound:
+    """The error for a crawl id no crawl has, the same from every store and the App (which
+    passes a ``lister`` command that carries its store, ``config.store_command``)."""
+    return CrawlNotFound(f"no crawl has id {crawl_id}: {lister} lists them")
 
 
 def check_seen_has_crawl(specs: Sequence[JobSpec]) -> None:

@@ -72,7 +72,7 @@ class Retry(TaskControl):
 
     def __init__(self, delay: float | None = None, reason: str = "retry requested") -> None:
         super().__init__(reason)
-        self.delay = delay
+        self.delay = None if delay is None else _seconds("Retry delay", delay)
         self.reason = reason
 
 
@@ -88,5 +88,14 @@ class Snooze(TaskControl):
     """Put the job back for ``delay`` seconds; this attempt is not counted."""
 
     def __init__(self, delay: float = 0.0) -> None:
+        self.delay = _seconds("Snooze delay", delay)
         super().__init__(f"snoozed for {delay} s")
-        self.delay = delay
+
+
+def _seconds(name: str, value: object) -> float:
+    """``value`` by the rule of every duration (``crawlq.payload.check_seconds``): a task
+    that raises ``Retry`` or ``Snooze`` with NaN, infinity or a negative delay fails with
+    a ConfigurationError saying so."""
+    from crawlq.payload import check_seconds  # crawlq.payload imports this module
+
+    return check_seconds(name, value, zero=True)

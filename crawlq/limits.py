@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crawlq.exceptions import ConfigurationError
+from crawlq.payload import MAX_COUNT, check_count, check_seconds
 from crawlq.types import Timestamp
 
 
@@ -36,21 +36,9 @@ class Limits:
     """Seconds between two starts of the key's jobs."""
 
     def __post_init__(self) -> None:
-        if self.max_running is not None and (
-            isinstance(self.max_running, bool)
-            or not isinstance(self.max_running, int)
-            or self.max_running < 1
-        ):
-            raise ConfigurationError(
-                f"max_running={self.max_running!r} is not valid: give a whole number of at "
-                "least 1, or None for no cap"
-            )
-        if not isinstance(self.min_interval, int | float) or not (
-            0 <= self.min_interval < float("inf")
-        ):
-            raise ConfigurationError(
-                f"min_interval={self.min_interval!r} is not valid: give seconds >= 0"
-            )
+        if self.max_running is not None:
+            check_count("max_running", self.max_running, 1, MAX_COUNT)
+        check_seconds("min_interval", self.min_interval, zero=True)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -6,6 +6,7 @@ import random
 from dataclasses import dataclass
 
 from crawlq.exceptions import ConfigurationError, Discard, Retry
+from crawlq.payload import check_seconds
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -22,12 +23,18 @@ class Backoff:
     jitter: float = 0.25
 
     def __post_init__(self) -> None:
-        if self.base < 0 or self.factor < 1 or self.max_delay < 0:
-            raise ConfigurationError(
-                "Backoff needs base >= 0, factor >= 1 and max_delay >= 0 seconds"
-            )
-        if not 0 <= self.jitter <= 1:
-            raise ConfigurationError(f"Backoff jitter must be between 0 and 1, not {self.jitter}")
+        check_seconds("Backoff base", self.base, zero=True)
+        check_seconds("Backoff max_delay", self.max_delay, zero=True)
+        for name, low, high in (("factor", 1, 100), ("jitter", 0, 1)):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not low <= value <= high
+            ):
+                raise ConfigurationError(
+                    f"Backoff {name} must be a number from {low} to {high}, not {value!r:.40}"
+                )
 
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (1-based)."""

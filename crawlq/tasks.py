@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from crawlq.config import DEFAULT_LEASE_SECONDS, DEFAULT_MAX_ATTEMPTS
 from crawlq.exceptions import ConfigurationError, PayloadError
 from crawlq.jobs import ConflictPolicy, JobSpec, ScheduleResult
+from crawlq.payload import MAX_COUNT, check_count, check_name, check_priority, check_seconds
 from crawlq.retry import Backoff
 
 if TYPE_CHECKING:
@@ -80,18 +81,22 @@ class TaskOptions:
     priority: int = 0
 
     def __post_init__(self) -> None:
-        if not self.queue:
-            raise ConfigurationError("a task's queue name must not be empty")
-        if self.max_attempts < 1:
-            raise ConfigurationError(f"max_attempts must be at least 1, not {self.max_attempts}")
-        if self.lease <= 0:
-            raise ConfigurationError(f"lease must be positive seconds, not {self.lease}")
-        if self.timeout is not None and self.timeout <= 0:
-            raise ConfigurationError(f"timeout must be positive seconds, not {self.timeout}")
+        """Every option is checked here, once, with the rules of ``crawlq.payload``."""
+        check_name(self.queue, "queue name")
+        check_count("max_attempts", self.max_attempts, 1, MAX_COUNT)
+        if not isinstance(self.backoff, Backoff):
+            raise ConfigurationError(
+                f"backoff must be a crawlq.Backoff or a number of seconds, not {self.backoff!r:.40}"
+            )
+        check_seconds("lease", self.lease)
+        if self.timeout is not None:
+            check_seconds("timeout", self.timeout)
+        check_priority(self.priority)
 
 
 def make_options(name: str, raw: Mapping[str, Any]) -> TaskOptions:
     """Build TaskOptions from decorator keywords, with errors that name the task."""
+    check_name(name, "task name")
     known = set(TaskOptions.__dataclass_fields__)
     unknown = set(raw) - known
     if unknown:
@@ -100,9 +105,6 @@ def make_options(name: str, raw: Mapping[str, Any]) -> TaskOptions:
         )
     values = dict(raw)
     values.setdefault("queue", name)
-    backoff = values.get("backoff")
-    if isinstance(backoff, int | float):
-        values["backoff"] = Backoff(base=float(backoff))
     if "on_conflict" in values:
         try:
             values["on_conflict"] = ConflictPolicy(values["on_conflict"])
@@ -111,7 +113,13 @@ def make_options(name: str, raw: Mapping[str, Any]) -> TaskOptions:
                 f"on_conflict={values['on_conflict']!r} for task {name!r}: use one of "
                 + ", ".join(p.value for p in ConflictPolicy)
             ) from None
-    return TaskOptions(**values)
+    try:
+        backoff = values.get("backoff")
+        if isinstance(backoff, int | float) and not isinstance(backoff, bool):
+            values["backoff"] = Backoff(base=backoff)
+        return TaskOptions(**values)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"task {name!r}: {exc}") from None
 
 
 class Task(Generic[P, R]):

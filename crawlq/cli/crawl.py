@@ -6,11 +6,12 @@ import click
 
 from crawlq.cli.common import open_app, target_options
 from crawlq.cli.params import duration, size
-from crawlq.config import store_command
+from crawlq.config import MAX_CONCURRENCY, store_command
 from crawlq.crawler.config import CrawlConfig
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT
 from crawlq.crawler.output import JsonLines
 from crawlq.crawler.runner import CrawlRunner, iter_results
+from crawlq.payload import MAX_COUNT, MAX_EXACT
 
 _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
 
@@ -35,19 +36,25 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
 )
 @click.option("--allow", multiple=True, metavar="REGEX", help="Follow only URLs matching one.")
 @click.option("--deny", multiple=True, metavar="REGEX", help="Never follow URLs matching one.")
-@click.option("--max-depth", type=click.IntRange(min=0), help="Link hops from a start URL.")
-@click.option("--max-pages", type=click.IntRange(min=1), help="Stop after about this many pages.")
+@click.option(
+    "--max-depth", type=click.IntRange(min=0, max=MAX_EXACT), help="Link hops from a start URL."
+)
+@click.option(
+    "--max-pages",
+    type=click.IntRange(min=1, max=MAX_EXACT),
+    help="Stop after about this many pages.",
+)
 @click.option("--follow-nofollow", is_flag=True, help="Also follow rel=nofollow links.")
 @click.option(
     "--concurrency",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_CONCURRENCY["asyncio"]),
     default=16,
     show_default=True,
     help="Fetches in flight in this process.",
 )
 @click.option(
     "--processes",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_CONCURRENCY["process"]),
     default=1,
     show_default=True,
     help="Processes working the crawl on this machine (each with --concurrency fetches): "
@@ -55,7 +62,7 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
 )
 @click.option(
     "--host-concurrency",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_COUNT),
     default=_DEFAULTS.host_concurrency,
     show_default=True,
     help="Fetches in flight per host, across every worker.",

@@ -10,6 +10,7 @@ from crawlq.app import App
 from crawlq.cli.common import json_option, open_app, target_options
 from crawlq.cli.output import cell, console, human_age, iso_utc, print_json, table
 from crawlq.crawls import CrawlInfo, CrawlState
+from crawlq.payload import MAX_EXACT
 from crawlq.types import Timestamp
 
 
@@ -53,7 +54,7 @@ def _age(c: CrawlInfo, now: Timestamp) -> str:
     type=click.Choice([s.value for s in CrawlState]),
     help="Only crawls in this state.",
 )
-@click.option("--limit", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1, max=MAX_EXACT), default=100, show_default=True)
 @json_option
 def crawls(state: str | None, limit: int, as_json: bool) -> None:
     """List crawls with their progress, oldest first.
@@ -150,23 +151,20 @@ def crawl_status(crawl_id: int, as_json: bool) -> None:
         _show(info, now)
 
 
-def _change(
-    name: str, verb: str, action: Callable[[App, int], CrawlInfo], doc: str
-) -> click.Command:
+def _change(name: str, action: Callable[[App, int], CrawlInfo], doc: str) -> click.Command:
     @click.command(name, help=doc)
     @target_options
     @click.argument("crawl_id", type=int, metavar="ID")
     def command(crawl_id: int) -> None:
         with open_app() as app:
             info = action(app, crawl_id)
-        click.echo(f"crawl {info.id} ({info.name}) {verb}: it is {info.state.value}")
+        click.echo(f"crawl {info.id} ({info.name}) is {info.state.value}")
 
     return command
 
 
 crawl_pause = _change(
     "crawl-pause",
-    "paused",
     App.pause_crawl,
     """Pause a crawl: its pending jobs are held, on every worker, until crawl-resume.
 
@@ -179,7 +177,6 @@ crawl_pause = _change(
 )
 crawl_resume = _change(
     "crawl-resume",
-    "resumed",
     App.resume_crawl,
     """Resume a paused crawl: its held jobs can be claimed again.
 
@@ -189,7 +186,6 @@ crawl_resume = _change(
 )
 crawl_cancel = _change(
     "crawl-cancel",
-    "cancelled",
     App.cancel_crawl,
     """Cancel a crawl: its pending jobs are cancelled, its on_finish task never runs.
 

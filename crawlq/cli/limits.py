@@ -8,6 +8,7 @@ from crawlq.cli.common import json_option, open_app, target_options
 from crawlq.cli.output import cell, console, human_age, iso_utc, print_json, table
 from crawlq.cli.params import duration
 from crawlq.limits import KeyLimit, Limits
+from crawlq.payload import MAX_EXACT
 from crawlq.types import Timestamp
 
 
@@ -140,7 +141,9 @@ def limit_block(keys: tuple[str, ...], seconds: float) -> None:
 @target_options
 @click.argument("keys", nargs=-1, metavar="[KEY...]")
 @click.option("--after", default="", metavar="KEY", help="List keys after this one.")
-@click.option("--limit", "count", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option(
+    "--limit", "count", type=click.IntRange(min=1, max=MAX_EXACT), default=100, show_default=True
+)
 @json_option
 def limit_show(keys: tuple[str, ...], after: str, count: int, as_json: bool) -> None:
     """Show limit keys: settings, running and pending jobs, next start. Without KEY, list

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import click
+
+from crawlq.exceptions import ConfigurationError
+from crawlq.payload import MAX_DEPTH, MAX_EXACT, check_moment, check_seconds
+
+T = TypeVar("T")
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(s|m|min|h|d)?\s*$", re.IGNORECASE)
@@ -28,7 +34,18 @@ def duration(ctx: click.Context, param: click.Parameter, value: str | None) -> f
             param,
         )
     number, unit = match.groups()
-    return float(number) * _UNITS[(unit or "").lower()]
+    seconds = float(number) * _UNITS[(unit or "").lower()]
+    name = next((o for o in param.opts if o.startswith("--")), f"--{param.name}")
+    return _checked(lambda: check_seconds(name, seconds, zero=True), ctx, param)
+
+
+def _checked(check: Callable[[], T], ctx: click.Context, param: click.Parameter) -> T:
+    """The value ``check`` returns, its ConfigurationError (the rule the Python API
+    states) as this option's usage error."""
+    try:
+        return check()
+    except ConfigurationError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
 
 
 _SIZE_UNITS = {
@@ -54,10 +71,12 @@ def size(ctx: click.Context, param: click.Parameter, value: str | None) -> int |
             ctx,
             param,
         )
-    result = int(float(match.group(1)) * _SIZE_UNITS[unit])
-    if result < 1:
+    number = float(match.group(1)) * _SIZE_UNITS[unit]
+    if number < 1:
         raise click.BadParameter(f"{value!r} is less than one byte", ctx, param)
-    return result
+    if number > MAX_EXACT:
+        raise click.BadParameter(f"{value!r} is more than {MAX_EXACT} bytes", ctx, param)
+    return int(number)
 
 
 def iso_datetime(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
@@ -73,6 +92,8 @@ def iso_datetime(ctx: click.Context, param: click.Parameter, value: str | None) 
             ctx,
             param,
         ) from None
+    name = next((o for o in param.opts if o.startswith("--")), f"--{param.name}")
+    _checked(lambda: check_moment(moment, name), ctx, param)
     return moment if moment.tzinfo is not None else moment.astimezone()
 
 
@@ -96,6 +117,10 @@ def parse_json_option(
         raise click.UsageError(
             f"{wanted}; {raw!r} is not valid JSON ({exc.msg} at column {exc.colno}). "
             "Quote it for the shell and use double quotes inside"
+        ) from None
+    except RecursionError:
+        raise click.UsageError(
+            f"{wanted}; it nests arrays or objects more than {MAX_DEPTH} deep"
         ) from None
     if not isinstance(value, kind):
         got = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(

@@ -8,14 +8,14 @@ from typing import Any
 
 import click
 
-from crawlq.app import App
+from crawlq.app import App, check_when
 from crawlq.cli.common import current_target, json_option, open_app, target_options
 from crawlq.cli.output import print_json
 from crawlq.cli.params import duration, iso_datetime, parse_json_option
 from crawlq.config import DEFAULT_MAX_PAYLOAD_BYTES
 from crawlq.crawls import check_placement
 from crawlq.jobs import JobSpec
-from crawlq.payload import encode_arguments
+from crawlq.payload import MAX_PRIORITY, check_name, encode_arguments
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -47,11 +47,17 @@ def spec_from_app(app: App, req: Request) -> JobSpec:
         crawl=req.crawl,
         limit_key=req.limit_key,
     )
-    return spec if req.queue is None else dataclasses.replace(spec, queue=req.queue)
+    if req.queue is None:
+        return spec
+    return dataclasses.replace(spec, queue=check_name(req.queue, "queue name"))
 
 
 def spec_without_app(req: Request) -> JobSpec:
     """A spec with default options, for a task this process does not know."""
+    check_name(req.task, "task name")
+    if req.queue is not None:
+        check_name(req.queue, "queue name")
+    delay, run_at, priority = check_when(req.delay, req.at, req.key, req.priority)
     check_placement(req.crawl, req.limit_key, None)
     args, kwargs = encode_arguments(
         req.task, req.args, req.kwargs, max_bytes=DEFAULT_MAX_PAYLOAD_BYTES
@@ -62,9 +68,9 @@ def spec_without_app(req: Request) -> JobSpec:
         args=args,
         kwargs=kwargs,
         key=req.key,
-        priority=req.priority or 0,
-        delay=req.delay or 0.0,
-        run_at=None if req.at is None else req.at.timestamp(),
+        priority=priority or 0,
+        delay=delay or 0.0,
+        run_at=run_at,
         crawl=req.crawl,
         limit_key=req.limit_key,
     )
@@ -102,9 +108,10 @@ def spec_without_app(req: Request) -> JobSpec:
 @click.option("--key", metavar="KEY", help="Unique key: at most one live job per (queue, key).")
 @click.option(
     "--priority",
-    type=int,
+    type=click.IntRange(-MAX_PRIORITY, MAX_PRIORITY),
     metavar="N",
-    help="Higher runs first.  [default: the task's priority, else 0]",
+    help="Higher runs first; a whole number within ±(2**53-1).  [default: the task's "
+    "priority, else 0]",
 )
 @click.option(
     "--queue", metavar="QUEUE", help="The queue.  [default: the task's queue, which is its name]"

@@ -51,7 +51,8 @@ def summary(worker: Worker) -> str:
         f"worker {worker.id} stopped: claimed {c.claimed}, done {c.done}, failed {c.failed}, "
         f"released {c.released}"
     )
-    extra = [f"{name} {n}" for name, n in (("timed out", c.timed_out), ("lost", c.lost)) if n]
+    counts = (("snoozed", c.snoozed), ("timed out", c.timed_out), ("lost", c.lost))
+    extra = [f"{name} {n}" for name, n in counts if n]
     return ", ".join([text, *extra])
 
 
@@ -73,7 +74,8 @@ def summary(worker: Worker) -> str:
     metavar="N",
     default=DEFAULT_CONCURRENCY,
     show_default=True,
-    help="Slots: jobs running at once.",
+    help="Slots: jobs running at once; at most 1024 (thread), 10000 (asyncio) or 256 "
+    "(process) per worker.",
 )
 @click.option(
     "--prefetch",

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from crawlq.crawler.addresses import AddressPolicy
-from crawlq.crawler.fetch import DEFAULT_USER_AGENT, FetchSettings, check_count, check_seconds
+from crawlq.crawler.fetch import DEFAULT_USER_AGENT, FetchSettings
 from crawlq.crawler.links import Scope, ScopeMode
 from crawlq.exceptions import ConfigurationError
 from crawlq.limits import Limits
+from crawlq.payload import MAX_COUNT, check_count, check_seconds
 
 __all__ = ["CONFIG_META_KEY", "PAGE_QUEUE", "CrawlConfig"]
 
@@ -90,7 +91,7 @@ class CrawlConfig:
             )
         if self.max_pages is not None:
             check_count("max_pages", self.max_pages, 1)
-        check_count("host_concurrency", self.host_concurrency, 1)
+        check_count("host_concurrency", self.host_concurrency, 1, MAX_COUNT)
         object.__setattr__(self, "delay", check_seconds("delay", self.delay, zero=True))
         object.__setattr__(self, "robots_ttl", check_seconds("robots_ttl", self.robots_ttl))
         check_count("retries", self.retries, 0)

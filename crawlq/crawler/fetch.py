@@ -55,7 +55,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.util
-import math
 import time
 import urllib.parse
 import zlib
@@ -78,6 +77,7 @@ from crawlq.crawler.addresses import (
     resolve_checked,
 )
 from crawlq.exceptions import AddressRefused, ConfigurationError
+from crawlq.payload import check_count, check_seconds
 
 __all__ = ["DEFAULT_USER_AGENT", "FetchResult", "FetchSettings", "Fetcher"]
 
@@ -106,28 +106,6 @@ _PINS: ContextVar[_Pins] = ContextVar("crawlq_fetch_pins", default=MappingProxyT
 
 
 # --- settings --------------------------------------------------------------------------
-
-
-def check_seconds(name: str, value: object, *, zero: bool = False) -> float:
-    """``value`` as float seconds: finite and positive (or 0 too with ``zero``), else a
-    ConfigurationError naming the setting ``name`` (also used by crawler/config.py)."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-        or (value == 0 and not zero)
-    ):
-        kind = "a number of seconds >= 0" if zero else "a positive number of seconds"
-        raise ConfigurationError(f"{name} must be {kind}, not {value!r}")
-    return float(value)
-
-
-def check_count(name: str, value: object, minimum: int) -> int:
-    """``value`` if it is a whole number >= ``minimum``, else a ConfigurationError."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigurationError(f"{name} must be a whole number >= {minimum}, not {value!r}")
-    return value
 
 
 @dataclass(frozen=True)

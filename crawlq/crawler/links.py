@@ -37,6 +37,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from crawlq.exceptions import ConfigurationError
 from crawlq.fingerprint import canonical_url
+from crawlq.payload import check_count
 
 __all__ = [
     "HTML_TYPES",
@@ -249,14 +250,8 @@ class Scope:
             raise ConfigurationError(
                 f"scope mode must be one of {', '.join(get_args(ScopeMode))}, not {self.mode!r}"
             )
-        if self.max_depth is not None and (
-            isinstance(self.max_depth, bool)
-            or not isinstance(self.max_depth, int)
-            or self.max_depth < 0
-        ):
-            raise ConfigurationError(
-                f"max_depth must be None or an integer >= 0, not {self.max_depth!r}"
-            )
+        if self.max_depth is not None:
+            check_count("max_depth", self.max_depth, 0)
         allow = _strings("allow", self.allow)
         deny = _strings("deny", self.deny)
         object.__setattr__(self, "start_urls", start_urls)

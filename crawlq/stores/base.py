@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 from crawlq.crawls import CrawlInfo, CrawlSpec, CrawlState
 from crawlq.jobs import Job, JobSpec, JobState, Lease, QueueStats, ScheduleResult, WorkerInfo
 from crawlq.limits import KeyLimit, Limits
+from crawlq.payload import MAX_EXACT, check_count
 from crawlq.types import JobId, JSONValue, Timestamp
 
 
@@ -88,6 +89,13 @@ class JobFilter:
     limit: int | None = None
     after_id: JobId = 0
     """Only jobs with a larger id (for paging through a listing)."""
+
+    def __post_init__(self) -> None:
+        for job_id in self.ids or ():
+            check_count("job id", job_id, 1)
+        if self.limit is not None:
+            check_count("limit", self.limit, -MAX_EXACT)
+        check_count("after_id", self.after_id, -MAX_EXACT)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -70,6 +70,9 @@ class WorkerCounters:
     done: int = 0
     failed: int = 0
     released: int = 0
+    """Running jobs given back at shutdown (pending again, the attempt not counted)."""
+    snoozed: int = 0
+    """Attempts that raised ``Snooze`` (pending again after its delay, not counted)."""
     timed_out: int = 0
     lost: int = 0
     fenced: int = 0
@@ -356,6 +359,8 @@ class Worker:
             self.counters.done += 1
         elif kind == "failure":
             self.counters.failed += 1
+        elif kind == "release":
+            self.counters.snoozed += 1
         self._wakeup.set()
 
     def _enforce_timeouts(self) -> None:

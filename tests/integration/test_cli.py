@@ -96,6 +96,13 @@ def as_json(result: Result) -> Any:
     return json.loads(result.stdout)
 
 
+def assert_nothing_stored(crawlq: Invoke, store_url: str, listing: str = "stats") -> None:
+    """A refused command left nothing: no store file at all, or one whose ``listing``
+    (``stats``, ``workers``, ``crawls``) is empty."""
+    if Path(store_url.removeprefix("sqlite:///")).exists():
+        assert as_json(crawlq(listing, "--json")) == []
+
+
 def assert_clean_error(result: Result, code: int, *fragments: str) -> None:
     """Failed with ``code``, a one-line-ish message on stderr and no traceback."""
     assert result.exit_code == code, result.output
@@ -331,6 +338,71 @@ def test_bad_times(crawlq: Invoke, args: list[str], fragment: str) -> None:
     assert_clean_error(crawlq("schedule", "fetch", *args), 2, fragment)
 
 
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--priority", "99999999999999999999"], "not in the range -9007199254740991<=x<="),
+        (["--priority", "-9007199254740992"], "not in the range -9007199254740991<=x<="),
+        (
+            ["--at", "0001-01-01T00:00:00"],
+            "--at must be a datetime (or seconds since the epoch) from 1970-01-01 to "
+            "9999-12-31 UTC, not 0001-01-01T00:00:00",
+        ),
+        (["--delay", "-5"], "is not a duration"),
+        (["--delay", "99999999999d"], "at most 3155760000 (100 years)"),
+    ],
+)
+@pytest.mark.parametrize("with_app", [False, True])
+def test_numbers_out_of_range_are_refused_in_one_line(
+    crawlq: Invoke,
+    store_url: str,
+    tasks_module: str,
+    args: list[str],
+    fragment: str,
+    with_app: bool,
+) -> None:
+    app = ["--app", f"{tasks_module}:app", "--args", '["https://x.test/"]'] if with_app else []
+    assert_clean_error(crawlq("schedule", "fetch", *app, *args), 2, fragment)
+    assert_nothing_stored(crawlq, store_url)
+
+
+@pytest.mark.parametrize("depth", [101, 5_000])
+def test_arguments_nested_too_deep_are_one_line(crawlq: Invoke, store_url: str, depth: int) -> None:
+    result = crawlq("schedule", "fetch", "--args", "[" + "[" * depth + "]" * depth + "]")
+    assert_clean_error(result, 1 if depth == 101 else 2, "more than 100 deep")
+    assert_nothing_stored(crawlq, store_url)
+
+
+def test_the_extreme_priorities_are_scheduled(crawlq: Invoke) -> None:
+    for priority in ("9007199254740991", "-9007199254740991"):
+        assert crawlq("schedule", "fetch", "--priority", priority).exit_code == 0
+    rows = as_json(crawlq("jobs", "--json"))
+    assert sorted(r["priority"] for r in rows) == [-(2**53 - 1), 2**53 - 1]
+
+
+def test_too_many_slots_are_refused_before_the_worker_registers(
+    crawlq: Invoke, store_url: str, tasks_module: str
+) -> None:
+    app = ["--app", f"{tasks_module}:app"]
+    result = crawlq("worker", *app, "--concurrency", "100000")
+    assert_clean_error(
+        result, 1, "concurrency must be a whole number from 1 to 1024 for the thread runtime"
+    )
+    assert len(result.stderr.strip().splitlines()) == 1
+    result = crawlq("worker", *app, "--runtime", "asyncio", "--concurrency", "10001")
+    assert_clean_error(result, 1, "from 1 to 10000 for the asyncio runtime")
+    assert_nothing_stored(crawlq, store_url, "workers")
+
+
+@pytest.mark.parametrize("value", ["100000000000000000000", "1e20", "0"])
+def test_a_crawl_setting_out_of_range_creates_no_crawl(
+    crawlq: Invoke, store_url: str, value: str
+) -> None:
+    result = crawlq("crawl", "http://127.0.0.1:9/", "--host-concurrency", value)
+    assert_clean_error(result, 2, "Invalid value for '--host-concurrency'")
+    assert_nothing_stored(crawlq, store_url, "crawls")
+
+
 def test_bad_store_url_is_one_line(crawlq: Invoke) -> None:
     result = crawlq("--store", "nosuch://x", "stats", store=False)
     assert_clean_error(result, 1, "no store for scheme 'nosuch'")
@@ -376,7 +448,7 @@ def test_worker_without_an_app_runs_the_crawler_pages(crawlq: Invoke) -> None:
 
 def test_worker_settings_are_checked(crawlq: Invoke, tasks_module: str) -> None:
     result = crawlq("worker", "--app", f"{tasks_module}:app", "--concurrency", "0")
-    assert_clean_error(result, 1, "concurrency must be at least 1")
+    assert_clean_error(result, 1, "concurrency must be a whole number from 1 to 1024")
     result = crawlq("worker", "--app", f"{tasks_module}:app", "--max-jobs-per-child", "5")
     assert_clean_error(result, 1, "needs the process runtime", "--runtime process")
     result = crawlq(
@@ -653,7 +725,7 @@ def test_crawls_lists_and_crawl_status_shows_one(crawlq: Invoke, store_url: str)
 def test_pause_resume_cancel_and_their_errors(crawlq: Invoke, store_url: str) -> None:
     info = make_crawl(store_url)
     out = crawlq("crawl-pause", str(info.id))
-    assert out.exit_code == 0 and "is paused" in out.stdout
+    assert out.exit_code == 0 and out.stdout == f"crawl {info.id} (shop.test) is paused\n"
     held = next(r for r in as_json(crawlq("stats", "--json")) if r["queue"] == "page")
     assert held["held"] == 3 and held["due"] == 0
     assert "is running" in crawlq("crawl-resume", str(info.id)).stdout
@@ -673,7 +745,9 @@ def test_schedule_into_a_crawl_with_a_limit_key(crawlq: Invoke, store_url: str) 
     )  # fmt: skip
     assert out["outcome"] == "created"
     assert as_json(crawlq("crawl-status", str(info.id), "--json"))["pending"] == 4
-    assert_clean_error(crawlq("schedule", "page", "--crawl", "55"), 1, "crawl 55")
+    result = crawlq("schedule", "page", "--crawl", "55")
+    assert_clean_error(result, 1, "no crawl has id 55: `crawlq crawls` lists them")
+    assert "crawl_create" not in result.stderr
 
 
 def test_limit_set_block_show(crawlq: Invoke) -> None:

@@ -40,9 +40,9 @@ def test_task_defaults_and_options(app: App) -> None:
     [
         ({"retries": 3}, "unknown option(s) ['retries']"),
         ({"on_conflict": "merge"}, "on_conflict='merge'"),
-        ({"max_attempts": 0}, "max_attempts must be at least 1"),
-        ({"lease": 0}, "lease must be positive"),
-        ({"timeout": -1}, "timeout must be positive"),
+        ({"max_attempts": 0}, "max_attempts must be a whole number from 1 to 2147483647, not 0"),
+        ({"lease": 0}, "lease must be a positive number of seconds"),
+        ({"timeout": -1}, "timeout must be a positive number of seconds"),
     ],
 )
 def test_bad_task_options_fail_at_decoration(
@@ -114,11 +114,22 @@ def test_both_delay_and_at_is_refused(app: App) -> None:
 @pytest.mark.parametrize(
     ("options", "fragment"),
     [
-        ({"delay": float("nan")}, "delay=nan; give a finite number of seconds"),
-        ({"delay": float("inf")}, "delay=inf"),
-        ({"delay": "5"}, "delay='5'"),
-        ({"delay": True}, "delay=True"),
-        ({"at": float("-inf")}, "at=-inf; give a finite number of seconds (or a datetime)"),
+        (
+            {"delay": float("nan")},
+            "task 't': delay must be a number of seconds >= 0, at most 3155760000 "
+            "(100 years), not nan",
+        ),
+        ({"delay": float("inf")}, "not inf"),
+        (
+            {"delay": "5"},
+            "delay must be a number of seconds >= 0, at most 3155760000 (100 years), not '5'",
+        ),
+        ({"delay": True}, "not True"),
+        (
+            {"at": float("-inf")},
+            "at must be a datetime (or seconds since the epoch) from 1970-01-01 to "
+            "9999-12-31 UTC, not -inf",
+        ),
         ({"key": "a\x00b"}, "holds a NUL character"),
         ({"key": "a\ud800b"}, "key is not valid Unicode text"),
         ({"key": 5}, "key must be a str, not a int"),

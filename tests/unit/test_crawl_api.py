@@ -84,14 +84,26 @@ def test_an_empty_crawl_finishes_at_once_and_runs_on_finish(app: App) -> None:
         (lambda app, t: t.spec("u", crawl=True), "not a crawl id"),
         (lambda app, t: t.spec("u", limit_key=""), "limit_key=''"),
         (lambda app, t: t.spec("u", limit_key="x" * 2000), "at most 1024"),
-        (lambda app, t: app.crawl("", []), "needs a name"),
+        (lambda app, t: app.crawl("", []), "a crawl's name must not be empty"),
         (lambda app, t: app.crawl("c", [], on_finish=app.get_task("plain")), "crawl_id"),
         (lambda app, t: app.crawl("c", [], on_finish=t.spec("u"), on_finish_kwargs={}), "spec"),
         (lambda app, t: app.crawl("c", [], meta={"at": object()}), "not JSON"),
-        (lambda app, t: app.set_limit("k", max_running=0), "max_running=0"),
-        (lambda app, t: app.set_limit("k", min_interval=-1), "min_interval=-1"),
-        (lambda app, t: app.block_key("k", float("nan")), "cannot block"),
-        (lambda app, t: Limits(max_running=True), "max_running=True"),
+        (
+            lambda app, t: app.set_limit("k", max_running=0),
+            "max_running must be a whole number from 1 to 2147483647, not 0",
+        ),
+        (
+            lambda app, t: app.set_limit("k", min_interval=-1),
+            "min_interval must be a number of seconds >= 0, at most 3155760000 (100 years)",
+        ),
+        (
+            lambda app, t: app.block_key("k", float("nan")),
+            "block seconds must be a number of seconds >= 0",
+        ),
+        (
+            lambda app, t: Limits(max_running=True),
+            "max_running must be a whole number from 1 to 2147483647, not True",
+        ),
     ],
 )
 def test_bad_crawl_and_limit_arguments_are_refused_clearly(

@@ -15,3 +15,10 @@ def test_every_exported_error_derives_from_the_root() -> None:
         obj = getattr(crawlq, name)
         if isinstance(obj, type) and issubclass(obj, Exception) and name.endswith("Error"):
             assert issubclass(obj, crawlq.CrawlqError)
+
+
+def test_what_the_readme_uses_is_exported() -> None:
+    """README: ``app.store.job_list(JobFilter(...))``."""
+    from crawlq.stores.base import JobFilter
+
+    assert crawlq.JobFilter is JobFilter and "JobFilter" in crawlq.__all__

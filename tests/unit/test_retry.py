@@ -59,3 +59,17 @@ def test_retry_with_delay_uses_it_until_attempts_run_out() -> None:
 
 def test_discard_is_dead_at_once() -> None:
     assert decision(crawlq.Discard(), attempts=1) == (None, "discarded")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1, "5"])
+@pytest.mark.parametrize("control", [crawlq.Retry, crawlq.Snooze])
+def test_retry_and_snooze_delays_follow_the_rule_of_every_duration(
+    control: type[crawlq.TaskControl], bad: object
+) -> None:
+    with pytest.raises(crawlq.ConfigurationError) as caught:
+        control(delay=bad)  # type: ignore[call-arg]
+    assert str(caught.value) == (
+        f"{control.__name__} delay must be a number of seconds >= 0, at most 3155760000 "
+        f"(100 years), not {bad!r}"
+    )
+    assert control(delay=0).delay == 0.0  # type: ignore[call-arg]

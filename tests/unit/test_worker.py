@@ -13,6 +13,7 @@ import pytest
 
 import crawlq
 from crawlq import App, JobContext, JobState, WorkerSettings
+from crawlq.cli.worker import summary
 from crawlq.stores.base import ClaimParams, JobFilter
 
 
@@ -200,10 +201,13 @@ def test_snooze_does_not_use_up_an_attempt(app: App) -> None:
         raise crawlq.Snooze(delay=600)
 
     job_id = sleepy.schedule().job_id
-    drain(app)
+    worker = drain(app)
     snoozed = job(app, job_id)
     assert snoozed.state is JobState.PENDING and snoozed.attempts == 0
     assert snoozed.run_at > app.store.now() + 590
+    counters = worker.counters
+    assert (counters.claimed, counters.done, counters.failed, counters.snoozed) == (1, 0, 0, 1)
+    assert summary(worker).endswith("done 0, failed 0, released 0, snoozed 1")
 
 
 def test_children_are_scheduled_only_when_the_parent_completes(app: App) -> None:

@@ -43,11 +43,17 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo, CrawlSpec, CrawlState, check_seen_has_crawl
+from crawlq.crawls import (
+    OPEN_CRAWL_STATES,
+    CrawlInfo,
+    CrawlSpec,
+    CrawlState,
+    check_seen_has_crawl,
+    no_such_crawl,
+)
 from crawlq.exceptions import (
     ConfigurationError,
     CrawlClosed,
-    CrawlNotFound,
     StoreError,
     StoreUnavailable,
 )
@@ -527,7 +533,7 @@ class PostgresStore:
         }
         for crawl in sorted(crawls):
             if crawl not in states:
-                raise CrawlNotFound(f"crawl {crawl} does not exist (crawl_create makes one)")
+                raise no_such_crawl(crawl)
             if states[crawl] not in OPEN_CRAWL_STATES and not children:
                 raise CrawlClosed(f"crawl {crawl} is {states[crawl]}: it takes no more jobs")
         results: list[ScheduleResult | None] = [None] * len(specs)
@@ -1123,7 +1129,7 @@ class PostgresStore:
 
         def work(conn: Conn) -> list[bool]:
             if not conn.execute(Q["crawl_lock"], {"ids": [crawl_id]}).fetchall():
-                raise CrawlNotFound(f"crawl {crawl_id} does not exist (crawl_create makes one)")
+                raise no_such_crawl(crawl_id)
             return self._seen_add(conn, [(crawl_id, fp) for fp in fingerprints], now)
 
         return self._run("adding to a seen set", work)
@@ -1144,7 +1150,7 @@ class PostgresStore:
         def work(conn: Conn) -> list[bool]:
             row = conn.execute(Q["result_lock"], {"crawl_id": crawl_id}).fetchone()
             if row is None:
-                raise CrawlNotFound(f"crawl {crawl_id} does not exist (crawl_create makes one)")
+                raise no_such_crawl(crawl_id)
             if not checked:
                 return []
             keys = [checked[i][0] for i in firsts]
@@ -1176,7 +1182,7 @@ class PostgresStore:
 
         def work(conn: Conn) -> list[DictRow]:
             if conn.execute(Q["result_count"], {"crawl_id": crawl_id}).fetchone() is None:
-                raise CrawlNotFound(f"crawl {crawl_id} does not exist (crawl_create makes one)")
+                raise no_such_crawl(crawl_id)
             params = {"crawl_id": crawl_id, "after": after}
             return conn.execute(_limited("result_list", limit), params).fetchall()
 
@@ -1186,7 +1192,7 @@ class PostgresStore:
     def result_count(self, crawl_id: int) -> int:
         rows = self._execute("counting crawl results", "result_count", {"crawl_id": crawl_id})
         if not rows:
-            raise CrawlNotFound(f"crawl {crawl_id} does not exist (crawl_create makes one)")
+            raise no_such_crawl(crawl_id)
         return int(rows[0]["n"])
 
     # -- cache -------------------------------------------------------------------------

@@ -27,11 +27,10 @@ from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any, cast
 
-from crawlq.crawls import CrawlInfo, CrawlSpec, CrawlState, check_seen_has_crawl
+from crawlq.crawls import CrawlInfo, CrawlSpec, CrawlState, check_seen_has_crawl, no_such_crawl
 from crawlq.exceptions import (
     ConfigurationError,
     CrawlClosed,
-    CrawlNotFound,
     StoreError,
     StoreUnavailable,
 )
@@ -324,7 +323,7 @@ def _refused(reply: Any) -> None:
     if reply and isinstance(reply[0], str):
         kind, crawl, state = reply
         if kind == "crawl_not_found":
-            raise CrawlNotFound(f"crawl {crawl} does not exist: create it with crawl_create")
+            raise no_such_crawl(crawl)
         raise CrawlClosed(f"crawl {crawl} is {state}: it takes no more jobs")
 
 
@@ -964,7 +963,7 @@ class RedisStore:
         args: list[Any] = [_now_arg(now), str(operator.index(crawl_id)), *fps]
         answers = self._run("adding to a seen set", "seen_add", args)
         if answers == [-1]:
-            raise CrawlNotFound(f"crawl {crawl_id} does not exist: create it with crawl_create")
+            raise no_such_crawl(crawl_id)
         return [bool(a) for a in answers]
 
     def result_add(
@@ -979,7 +978,7 @@ class RedisStore:
         args: list[Any] = [_now_arg(now), str(operator.index(crawl_id)), *pairs]
         answers = self._run("adding crawl results", "result_add", args)
         if answers == [-1]:
-            raise CrawlNotFound(f"crawl {crawl_id} does not exist: create it with crawl_create")
+            raise no_such_crawl(crawl_id)
         return [bool(a) for a in answers]
 
     def _result_read(self, operation: str, crawl_id: int, *args: str) -> list[Any]:
@@ -988,7 +987,7 @@ class RedisStore:
             operation, "result_read", ["", str(operator.index(crawl_id)), *args]
         )
         if reply == [-1]:
-            raise CrawlNotFound(f"crawl {crawl_id} does not exist: create it with crawl_create")
+            raise no_such_crawl(crawl_id)
         return reply
 
     def result_list(

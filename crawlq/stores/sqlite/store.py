@@ -25,11 +25,17 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, TypeVar
 
-from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo, CrawlSpec, CrawlState, check_seen_has_crawl
+from crawlq.crawls import (
+    OPEN_CRAWL_STATES,
+    CrawlInfo,
+    CrawlSpec,
+    CrawlState,
+    check_seen_has_crawl,
+    no_such_crawl,
+)
 from crawlq.exceptions import (
     ConfigurationError,
     CrawlClosed,
-    CrawlNotFound,
     StoreError,
     StoreUnavailable,
 )
@@ -356,9 +362,7 @@ class SQLiteStore:
         closed, ``CrawlClosed``, or None with ``drop_closed`` (children, follow-ups)."""
         row: sqlite3.Row | None = conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone()
         if row is None:
-            raise CrawlNotFound(
-                f"crawl {crawl_id} does not exist: create it with crawl_create first"
-            )
+            raise no_such_crawl(crawl_id)
         if row["state"] in OPEN_CRAWL_STATES:
             return row
         if drop_closed:
@@ -1070,7 +1074,7 @@ class SQLiteStore:
 
         def work(conn: sqlite3.Connection) -> list[bool]:
             if conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone() is None:
-                raise CrawlNotFound(f"crawl {crawl_id} does not exist")
+                raise no_such_crawl(crawl_id)
             query = Q["seen_insert"]
             return [
                 conn.execute(query, {"crawl_id": crawl_id, "fp": fp}).fetchone() is not None
@@ -1081,7 +1085,7 @@ class SQLiteStore:
 
     def _crawl_exists(self, conn: sqlite3.Connection, crawl_id: int) -> None:
         if conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone() is None:
-            raise CrawlNotFound(f"crawl {crawl_id} does not exist")
+            raise no_such_crawl(crawl_id)
 
     def result_add(
         self,
