@@ -35,7 +35,7 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
 @click.option("--allow", multiple=True, metavar="REGEX", help="Follow only URLs matching one.")
 @click.option("--deny", multiple=True, metavar="REGEX", help="Never follow URLs matching one.")
 @click.option("--max-depth", type=click.IntRange(min=0), help="Link hops from a start URL.")
-@click.option("--max-pages", type=click.IntRange(min=1), help="Stop after about this many pages.")
+@click.option("--max-pages", type=click.IntRange(min=1), help="Record N pages, then finish.")
 @click.option("--follow-nofollow", is_flag=True, help="Also follow rel=nofollow links.")
 @click.option(
     "--concurrency",

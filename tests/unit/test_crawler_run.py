@@ -25,16 +25,19 @@ import crawlq
 from crawlq.cli import cli
 from crawlq.crawler.config import CrawlConfig
 from crawlq.crawler.hosts import limit_key
-from crawlq.crawler.pages import retry_after
+from crawlq.crawler.pages import page_spec, retry_after
 from crawlq.crawler.records import RECORD_FIELDS
 from crawlq.crawler.runner import (
     EXIT_CANCELLED,
     EXIT_FINISHED,
     EXIT_NOTHING_FETCHED,
     CrawlRunner,
+    crawl_name,
     iter_results,
 )
 from crawlq.exceptions import ConfigurationError
+from crawlq.jobs import JobState
+from crawlq.stores.base import JobFilter
 
 SITE: dict[str, tuple[int, str, str]] = {
     "/": (
@@ -251,16 +254,64 @@ def test_scope_depth_pages_and_ignore_robots(app: crawlq.App, site: Site, tmp_pa
 
 
 @pytest.mark.parametrize("concurrency", [1, 4])
-def test_max_pages_stops_the_crawl_after_that_many_plus_those_in_flight(
+def test_max_pages_records_exactly_that_many_and_runs_no_page_more(
     app: crawlq.App, site: Site, tmp_path: Path, concurrency: int
 ) -> None:
-    cfg = config(site, max_pages=3, host_concurrency=concurrency)
+    cfg = config(site, max_pages=3, host_concurrency=concurrency, retries=0)
     code, pages = crawl(app, cfg, tmp_path / "out.jsonl", concurrency=concurrency)
     assert code == EXIT_FINISHED
-    assert 3 <= len(pages) <= 3 + concurrency - 1
-    assert sum(site.hits.values()) <= len(pages) + 1  # robots.txt
+    assert len(pages) == 3
+    assert sum(site.hits.values()) == 3 + 1  # robots.txt
     info = app.crawls()[0]
-    assert info.state.value == "finished" and info.done + info.dead < len(SITE)
+    assert info.state.value == "finished" and info.done + info.dead == 3
+    assert info.pending == info.running == 0
+
+
+def huge_page(links: int) -> tuple[int, str, str]:
+    return 200, "text/html", "".join(f'<a href="/n/{i}">{i}</a>' for i in range(links))
+
+
+def test_max_pages_caps_the_links_of_a_page_with_150000_links(
+    app: crawlq.App, site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(SITE, "/huge", huge_page(150_000))
+    cfg = config(site, start_urls=(site.url + "huge",), max_pages=20)
+    code, pages = crawl(app, cfg, tmp_path / "out.jsonl")
+    assert code == EXIT_FINISHED
+    assert len(pages) == 20 and pages["/huge"]["links_found"] == 150_000
+    info = app.crawls()[0]
+    assert info.state.value == "finished"
+    assert info.done + info.dead == 20 and info.pending == info.running == 0
+    assert info.seen <= 20 + 1  # the page added only what the cap had room for
+    assert not app.store.job_list(JobFilter(state=JobState.PENDING))
+
+
+def test_max_pages_drops_the_pending_pages_once_reached_and_finishes_once(
+    app: crawlq.App, site: Site, tmp_path: Path
+) -> None:
+    """Pages queued beyond the cap (here by a crawl created before the cap applied) are
+    dropped at once when it is reached: the crawl finishes once, with its on_finish, and
+    the same command then starts a new crawl instead of reopening it."""
+
+    @app.task(name="crawl_done")
+    def crawl_done(ctx: crawlq.JobContext, crawl_id: int) -> None:
+        pass
+
+    cfg = config(site, max_pages=2, host_concurrency=1, retries=0)
+    links = ["/a", "/b", "/missing", "/file.txt", "/deep", "/deeper", "/A"]
+    start = [page_spec(app, site.url + link[1:]) for link in ["/", *links]]
+    crawl_id = app.crawl(
+        crawl_name(cfg), start, meta=cfg.to_meta(), limits=cfg.limits, on_finish=crawl_done
+    ).id
+    code, pages = crawl(app, cfg, tmp_path / "out.jsonl", concurrency=1)
+    assert code == EXIT_FINISHED and len(pages) == 2
+    assert sum(site.hits.values()) == 2 + 1  # robots.txt
+    info = app.get_crawl(crawl_id)
+    assert info.state.value == "finished" and info.done + info.dead == 2
+    assert info.cancelled == len(start) - 2 and info.pending == 0
+    jobs = app.store.job_list(JobFilter(task=crawl_done.name))
+    assert [job.kwargs for job in jobs] == [{"crawl_id": crawl_id}]
+    assert CrawlRunner(app, cfg, progress=False).start().id != crawl_id
 
 
 def test_refused_start_url_exits_3_and_connects_nowhere(
