@@ -8,7 +8,7 @@ from crawlq.cli.common import open_app, target_options
 from crawlq.cli.params import duration, size
 from crawlq.crawler.config import CrawlConfig
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT
-from crawlq.crawler.output import JsonLines
+from crawlq.crawler.output import JsonLines, check_writable
 from crawlq.crawler.runner import CrawlRunner, iter_results
 
 _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
@@ -194,6 +194,10 @@ def crawl(
             fg="yellow",
             err=True,
         )
+    if not detach:  # before the store is opened: a refused path creates nothing
+        check_writable(output or "crawl-ID.jsonl", "the output file")
+    if warc is not None:
+        check_writable(warc, "the WARC file")
     with open_app() as app:
         runner = CrawlRunner(
             app,

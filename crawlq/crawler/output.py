@@ -26,9 +26,33 @@ from warcio.warcwriter import WARCWriter  # type: ignore[import-untyped]
 from crawlq.crawler.fetch import FetchResult
 from crawlq.exceptions import ConfigurationError
 
-__all__ = ["JsonLines", "WarcFile", "worker_warc_path"]
+__all__ = ["JsonLines", "WarcFile", "check_writable", "worker_warc_path"]
 
 _DROPPED = frozenset({"content-encoding", "transfer-encoding", "content-length"})
+
+
+def check_writable(path: str, what: str) -> None:
+    """Refuse, with ``ConfigurationError`` and how to fix it, a ``path`` that cannot be
+    written as ``what`` ("the output file"), before anything is created: its directory
+    must exist (none is ever made) and be writable, and the path must not be a directory.
+    "-" (stdout) passes."""
+    if path == "-":
+        return
+    target = Path(path)
+    parent = target.parent
+    if not parent.is_dir():
+        raise ConfigurationError(
+            f"cannot write {what} {path}: the directory {parent} does not exist "
+            "(create it first, or give a path in an existing directory)"
+        )
+    if target.is_dir():
+        raise ConfigurationError(f"cannot write {what} {path}: it is a directory (give a file)")
+    exists = target.exists()
+    if not os.access(target if exists else parent, os.W_OK):
+        where = path if exists else f"the directory {parent}"
+        raise ConfigurationError(
+            f"cannot write {what} {path}: {where} is not writable (give another path)"
+        )
 
 
 class JsonLines:
@@ -75,13 +99,15 @@ def worker_warc_path(path: str) -> str:
 
 
 class WarcFile:
-    """Appends WARC response records (gzip) to one file; thread-safe."""
+    """Appends WARC response records (gzip) to one file; thread-safe. ``make_dirs``
+    creates its directory (for a worker on another machine, ``worker_warc_path``)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, make_dirs: bool = False) -> None:
         self.path = path
         self._lock = threading.Lock()
         try:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            if make_dirs:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._stream: IO[bytes] = open(path, "ab")
         except OSError as exc:
             raise ConfigurationError(f"cannot write the WARC file {path!r}: {exc}") from None

@@ -148,10 +148,11 @@ class _State:
     def warc(self, crawl_id: int, config: CrawlConfig) -> WarcFile | None:
         if config.warc is None:
             return None
-        path = self.warc_paths.get(crawl_id) or worker_warc_path(config.warc)
+        own = self.warc_paths.get(crawl_id)  # crawlq crawl checked it: no directory made
+        path = own or worker_warc_path(config.warc)
         writer = self.warcs.get(path)
         if writer is None:
-            writer = self.warcs[path] = WarcFile(path)
+            writer = self.warcs[path] = WarcFile(path, make_dirs=own is None)
 
             async def close() -> None:
                 self.warcs.pop(path, None)

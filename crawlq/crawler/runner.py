@@ -31,7 +31,7 @@ from rich.text import Text
 
 from crawlq.config import WorkerSettings
 from crawlq.crawler.config import CONFIG_META_KEY, PAGE_QUEUE, CrawlConfig
-from crawlq.crawler.output import JsonLines
+from crawlq.crawler.output import JsonLines, check_writable
 from crawlq.crawler.pages import install, page_spec, use_warc
 from crawlq.crawler.records import ROBOTS_DISALLOWED
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo, CrawlState
@@ -167,7 +167,12 @@ class CrawlRunner:
             after = batch[-1].id
 
     def start(self) -> CrawlInfo:
-        """Resume the open crawl of the same command, or create one."""
+        """Resume the open crawl of the same command, or create one (after checking the
+        output paths: a path that cannot be written creates nothing)."""
+        if self.output is not None:
+            check_writable(self.output, "the output file")
+        if self.config.warc is not None:
+            check_writable(self.config.warc, "the WARC file")
         found = None if self.new else self._find_open()
         if found is not None:
             self.resumed = True

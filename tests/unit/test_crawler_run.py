@@ -454,3 +454,32 @@ def test_a_cancelled_crawl_exits_1(app: crawlq.App, site: Site, tmp_path: Path) 
     assert runner.run() == EXIT_CANCELLED
     again = CrawlRunner(app, config(site), progress=False)
     assert again.start().id != crawl_id and not again.resumed  # a closed crawl is not resumed
+
+
+@pytest.mark.parametrize("flag", ["-o", "--warc"])
+def test_cli_refuses_an_output_path_in_a_missing_directory_before_creating_anything(
+    site: Site, tmp_path: Path, flag: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "c.db"
+    missing = tmp_path / "missing" / "dir"
+    args = ["crawl", site.url, "--store", f"sqlite:///{db}", "--allow-private", "--no-progress"]
+    result = CliRunner().invoke(cli, [*args, flag, str(missing / "x.out")])
+    assert result.exit_code == 1
+    what = "the output file" if flag == "-o" else "the WARC file"
+    assert result.output.splitlines() == [
+        f"Error: cannot write {what} {missing / 'x.out'}: the directory {missing} does not "
+        "exist (create it first, or give a path in an existing directory)"
+    ]
+    assert not (tmp_path / "missing").exists()  # no directory made, no store, no crawl
+    assert not db.exists() and not site.hits
+
+
+def test_runner_refuses_an_unwritable_output_before_creating_the_crawl(
+    app: crawlq.App, site: Site, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigurationError, match="is a directory"):
+        CrawlRunner(app, config(site), output=str(tmp_path), progress=False).start()
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        CrawlRunner(app, config(site, warc=str(tmp_path / "no" / "x.warc.gz"))).start()
+    assert app.crawls() == [] and not (tmp_path / "no").exists()
