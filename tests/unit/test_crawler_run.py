@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import http.server
+import io
 import json
 import threading
 import time
@@ -19,6 +20,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
 
 import crawlq
@@ -35,7 +37,9 @@ from crawlq.crawler.runner import (
     crawl_name,
     iter_results,
 )
+from crawlq.crawls import CrawlState
 from crawlq.exceptions import ConfigurationError
+from crawlq.fingerprint import fingerprint
 from crawlq.jobs import JobState
 from crawlq.stores.base import JobFilter
 
@@ -483,3 +487,36 @@ def test_runner_refuses_an_unwritable_output_before_creating_the_crawl(
     with pytest.raises(ConfigurationError, match="does not exist"):
         CrawlRunner(app, config(site, warc=str(tmp_path / "no" / "x.warc.gz"))).start()
     assert app.crawls() == [] and not (tmp_path / "no").exists()
+
+
+def test_rate_after_a_resume_counts_only_this_runs_pages_and_counts_read_well(
+    app: crawlq.App, site: Site
+) -> None:
+    """A resumed crawl already holds 90 records: this run records the site's 10 pages,
+    so over 2 s its rate is 5.0 pages/s, not 50 (all pages over this run's time)."""
+    console = Console(file=io.StringIO(), width=300)
+    runner = CrawlRunner(app, config(site), progress=False, console=console)
+    crawl_id = runner.start().id
+    old = [
+        (fingerprint(f"http://old.example/{i}"), json.dumps({"url": f"http://old/{i}"}))
+        for i in range(90)
+    ]
+    app.store.result_add(crawl_id, old)
+    assert runner.run() == EXIT_FINISHED
+    assert runner.tally.pages == 100
+    runner._summary(CrawlState.FINISHED, 2.0)
+    assert runner._line(app.get_crawl(crawl_id), 2.0).plain.startswith(
+        f"crawl {crawl_id} finished  100 pages (10 in this run)"
+    )
+    assert "5.0 pages/s" in runner._line(app.get_crawl(crawl_id), 2.0).plain
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "100 pages (" in text and "10 pages in this run, 5.0 pages/s" in text
+
+
+def test_summary_says_1_page_and_1_http_error(app: crawlq.App, site: Site) -> None:
+    console = Console(file=io.StringIO(), width=300)
+    cfg = config(site, start_urls=(site.url + "missing",))
+    assert CrawlRunner(app, cfg, progress=False, console=console).run() == EXIT_FINISHED
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert ": 1 page (0 ok, 1 HTTP error, 0 failed, 0 disallowed by robots.txt), " in text
+    assert "in this run" not in text
