@@ -154,9 +154,9 @@ def crawl(
     Private, loopback and link-local addresses are refused (also after DNS and on every
     redirect) unless --allow-private or --allow-host.
 
-    Ctrl-C (or SIGTERM) stops; the same command again resumes the crawl (also after
-    kill -9). Exit codes: 0 finished, 1 cancelled, 3 finished but no page could be
-    fetched, 130 interrupted.
+    Ctrl-C (or SIGTERM, or a closed stdout with -o -) stops; the same command again
+    resumes the crawl (also after kill -9). Exit codes: 0 finished, 1 cancelled, 3
+    finished but no page could be fetched, 130 interrupted.
 
     With --detach the crawl is created and its id printed; `crawlq worker --store ...`
     on any number of machines does the work and `crawlq crawl-status ID` follows it.
@@ -260,6 +260,8 @@ def crawl_export(crawl_id: int, output: str) -> None:
         out = JsonLines(output)
         try:
             count = out.write(text for _, text in iter_results(app, crawl_id))
+        except BrokenPipeError:
+            return  # the reader has what it wanted (`crawlq crawl-export 3 | head`)
         finally:
             out.close()
     if output != "-":

@@ -56,7 +56,12 @@ def check_writable(path: str, what: str) -> None:
 
 
 class JsonLines:
-    """JSON Lines output to ``path`` ("-" for stdout); ``truncate`` starts it afresh."""
+    """JSON Lines output to ``path`` ("-" for stdout); ``truncate`` starts it afresh.
+
+    When the reader of stdout goes away (``crawlq crawl -o - | head -1``), ``write``
+    raises ``BrokenPipeError`` once, after pointing stdout at the null device so that
+    nothing (not even the interpreter's last flush) writes to the closed pipe again;
+    later writes do nothing."""
 
     def __init__(self, path: str, *, truncate: bool = True) -> None:
         self.path = path
@@ -70,20 +75,43 @@ class JsonLines:
             raise ConfigurationError(f"cannot write the output file {path!r}: {exc}") from None
         self._owned = True
 
+    broken = False
+    """The reader of stdout went away."""
+
     def write(self, lines: Iterable[str]) -> int:
         """Append JSON texts, one per line; returns how many."""
+        if self.broken:
+            return 0
         count = 0
-        for line in lines:
-            self._stream.write(line)
-            self._stream.write("\n")
-            count += 1
-        if count:
-            self._stream.flush()
+        try:
+            for line in lines:
+                self._stream.write(line)
+                self._stream.write("\n")
+                count += 1
+            if count:
+                self._stream.flush()
+        except BrokenPipeError:
+            self.broken = True
+            _silence(self._stream)
+            raise
         return count
 
     def close(self) -> None:
         if self._owned:
             self._stream.close()
+
+
+def _silence(stream: IO[str]) -> None:
+    """Point the file descriptor of a stream whose pipe closed at the null device."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return  # not a real file (a test's capture): nothing to silence
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def worker_warc_path(path: str) -> str:

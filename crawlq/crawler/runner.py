@@ -216,10 +216,11 @@ class CrawlRunner:
         previous = _sigterm_interrupts()
         try:
             state = self._follow(crawl.id, output, worker, started)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, BrokenPipeError) as exc:
             self._stop_helpers(helpers)
+            why = "the output was closed" if isinstance(exc, BrokenPipeError) else "stopping"
             self.console.print(
-                "[yellow]stopping: running pages get 10 s to finish "
+                f"[yellow]{why}: running pages get 10 s to finish "
                 "(Ctrl-C again to release them now)[/]"
             )
             worker.stop()
