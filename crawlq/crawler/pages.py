@@ -229,7 +229,10 @@ async def crawl_page(
         except RobotsPending:
             raise Snooze(1.0) from None
         if robots.temporary:
-            error = f"robots.txt unavailable ({robots.status or robots.error or 'network error'})"
+            if robots.status is None and robots.error:  # no answer: the host is unreachable
+                error = f"{robots.error} (fetching its robots.txt)"
+            else:
+                error = f"robots.txt unavailable ({robots.status or 'network error'})"
             if not last:
                 raise Retry(_backoff(ctx.attempt), reason=error)
             await give_up(page_record(url, depth=depth, referrer=referrer, error=error), error)

@@ -10,6 +10,7 @@ import gzip
 import http.server
 import io
 import json
+import socket
 import threading
 import time
 import urllib.parse
@@ -520,3 +521,29 @@ def test_summary_says_1_page_and_1_http_error(app: crawlq.App, site: Site) -> No
     text = console.file.getvalue()  # type: ignore[attr-defined]
     assert ": 1 page (0 ok, 1 HTTP error, 0 failed, 0 disallowed by robots.txt), " in text
     assert "in this run" not in text
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:18082/", "localhost:8000", "example.com:8080/x"])
+def test_a_start_url_without_scheme_says_to_add_it(url: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        CrawlConfig(start_urls=(url,))
+    assert str(caught.value) == (
+        f"invalid start URL {url!r}: no scheme; add http:// or https:// (http://{url})"
+    )
+
+
+@pytest.mark.parametrize("obey_robots", [True, False])
+def test_a_refused_connection_is_named_as_such_not_blamed_on_robots_txt(
+    app: crawlq.App, tmp_path: Path, obey_robots: bool
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound, not listening: connections are refused
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+        cfg = CrawlConfig(start_urls=(url,), allow_private=True, retries=0, obey_robots=obey_robots)
+        runner = CrawlRunner(app, cfg, output=str(tmp_path / "o.jsonl"), progress=False)
+        assert runner.run() == EXIT_NOTHING_FETCHED
+    [record] = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    refused = "ConnectError: connection refused: nothing accepts connections on that host"
+    assert record["error"].startswith(refused), record["error"]
+    assert ("robots.txt" in record["error"]) == obey_robots  # said where, not blamed
+    assert "unavailable" not in record["error"]
