@@ -302,8 +302,9 @@ def _follow(
     scope = config.scope_rules
     options = ctx.app.get_task(PAGE_TASK).options
     taken = {fingerprint(page)}
+    added = 0
     for link in links:
-        if room is not None and len(ctx.children) >= room:
+        if room is not None and added >= room:
             return
         if not scope.admits(link, depth):
             continue
@@ -328,6 +329,7 @@ def _follow(
             fingerprint=fp,
         )
         ctx.children.append(spec)
+        added += 1
 
 
 class _Cap:
