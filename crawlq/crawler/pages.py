@@ -20,7 +20,8 @@ One attempt:
 4. an HTML page's links that the scope admits become page jobs at depth + 1, each with
    ``seen=`` its URL (so each URL of the crawl is scheduled once, at this job's
    completion) and higher depths at lower priority (breadth first); with ``max_pages``
-   at most as many as the crawl may still take;
+   only links new to the crawl (``Store.seen_has``), at most as many as it may still
+   take;
 5. the record (``records.page_record``) goes to the store's results of the crawl, keyed
    by the URL's fingerprint (a page fetched twice after a crash keeps its first record),
    and the body to the WARC file when the crawl has one.
@@ -33,12 +34,14 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import itertools
 import math
 import random
 import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from datetime import UTC
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -281,31 +284,24 @@ async def crawl_page(
         await give_up(record, result.error)
     if links and result.redirects and not await _owns_target(ctx, crawl_id, url, result):
         links = []  # another page job of the crawl fetches the redirect's target itself
-    room = None if cap is None else await cap.room()
-    _follow(ctx, config, links, depth + 1, url, room)
+    admitted = _admitted(config, links, depth + 1, url)
+    if cap is not None:  # only links new to the crawl, as many as it has room for
+        admitted = iter(await _unseen(app, crawl_id, admitted, await cap.room()))
+    _follow(ctx, admitted, depth + 1, url)
     await _keep(ctx, crawl_id, url, record)
     return None
 
 
-def _follow(
-    ctx: JobContext,
-    config: CrawlConfig,
-    links: list[str],
-    depth: int,
-    page: str,
-    room: int | None = None,
-) -> None:
-    """Schedule the admitted links as page jobs of this crawl, at most ``room`` of them
-    (None: all; the page itself and repeats do not count). The specs are built here,
-    not with ``ctx.schedule``: the arguments are known JSON (two strings and an int), so
-    the generic call checks and encoding are skipped (a page has tens of links)."""
+Admitted = tuple[str, str, bytes]
+"""A link a page follows: (URL, limit key, fingerprint)."""
+
+
+def _admitted(config: CrawlConfig, links: list[str], depth: int, page: str) -> Iterator[Admitted]:
+    """The links the scope admits at ``depth``, in page order, each once, without the
+    page itself (lazily: a page with 150,000 links may need only its first few)."""
     scope = config.scope_rules
-    options = ctx.app.get_task(PAGE_TASK).options
     taken = {fingerprint(page)}
-    added = 0
     for link in links:
-        if room is not None and added >= room:
-            return
         if not scope.admits(link, depth):
             continue
         try:
@@ -316,6 +312,34 @@ def _follow(
         if fp in taken:
             continue
         taken.add(fp)
+        yield link, key, fp
+
+
+async def _unseen(
+    app: App, crawl_id: int, admitted: Iterator[Admitted], room: int
+) -> list[Admitted]:
+    """The first ``room`` admitted links that the crawl has not seen yet, read from its
+    seen set in growing batches (a link seen before would take a place and add nothing,
+    and a crawl could then end below ``max_pages``)."""
+    picked: list[Admitted] = []
+    size = max(2 * room, 64)
+    while len(picked) < room:
+        batch = list(itertools.islice(admitted, size))
+        if not batch:
+            break
+        known = await asyncio.to_thread(app.store.seen_has, crawl_id, [fp for *_, fp in batch])
+        picked.extend(item for item, seen in zip(batch, known, strict=True) if not seen)
+        size *= 2
+    return picked[:room]
+
+
+def _follow(ctx: JobContext, admitted: Iterable[Admitted], depth: int, page: str) -> None:
+    """Schedule links as page jobs of this crawl, each with ``seen=`` its URL. The specs
+    are built here, not with ``ctx.schedule``: the arguments are known JSON (two strings
+    and an int), so the generic call checks and encoding are skipped (a page has tens of
+    links)."""
+    options = ctx.app.get_task(PAGE_TASK).options
+    for link, key, fp in admitted:
         spec = JobSpec(
             queue=options.queue,
             task=PAGE_TASK,
@@ -329,7 +353,6 @@ def _follow(
             fingerprint=fp,
         )
         ctx.children.append(spec)
-        added += 1
 
 
 class _Cap:

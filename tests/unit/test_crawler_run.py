@@ -547,3 +547,21 @@ def test_a_refused_connection_is_named_as_such_not_blamed_on_robots_txt(
     assert record["error"].startswith(refused), record["error"]
     assert ("robots.txt" in record["error"]) == obey_robots  # said where, not blamed
     assert "unavailable" not in record["error"]
+
+
+def test_max_pages_is_reached_when_pages_link_to_seen_pages_first(
+    app: crawlq.App, site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every page links back to the start first (a site's menu): links already seen take
+    no place, so the crawl still reaches its cap (it stopped at 3 of 4)."""
+    for path, links in {
+        "/nav/": ["/nav/", "/nav/a", "/nav/b"],
+        "/nav/a": ["/nav/", "/nav/b", "/nav/c"],
+        "/nav/b": ["/nav/", "/nav/a", "/nav/d"],
+    }.items():
+        body = "".join(f'<a href="{link}">x</a>' for link in links)
+        monkeypatch.setitem(SITE, path, (200, "text/html", body))
+    cfg = config(site, start_urls=(site.url + "nav/",), max_pages=4, host_concurrency=1)
+    code, pages = crawl(app, cfg, tmp_path / "out.jsonl", concurrency=1)
+    assert code == EXIT_FINISHED
+    assert set(pages) == {"/nav/", "/nav/a", "/nav/b", "/nav/c"}

@@ -104,6 +104,7 @@ SCRIPTS = (
     "crawl_resume",
     "crawl_cancel",
     "seen_add",
+    "seen_has",
     "result_add",
     "result_read",
     "cache_get",
@@ -930,6 +931,14 @@ class RedisStore:
         fps = [check_fingerprint(fp) for fp in fingerprints]
         args: list[Any] = [_now_arg(now), str(operator.index(crawl_id)), *fps]
         answers = self._run("adding to a seen set", "seen_add", args)
+        if answers == [-1]:
+            raise CrawlNotFound(f"crawl {crawl_id} does not exist: create it with crawl_create")
+        return [bool(a) for a in answers]
+
+    def seen_has(self, crawl_id: int, fingerprints: Sequence[bytes]) -> list[bool]:
+        fps = [check_fingerprint(fp) for fp in fingerprints]
+        args: list[Any] = ["", str(operator.index(crawl_id)), *fps]
+        answers = self._run("reading a seen set", "seen_has", args)
         if answers == [-1]:
             raise CrawlNotFound(f"crawl {crawl_id} does not exist: create it with crawl_create")
         return [bool(a) for a in answers]
