@@ -1,9 +1,11 @@
 """crawlq quickstart: a producer schedules jobs, a worker process runs them, stats print.
 
 Run it from anywhere: ``python examples/quickstart.py``. It "scrapes" the small book
-shop in ``examples/site`` (local files, so it needs no network): a listing task finds
-book links and schedules one unique job per book; duplicate links are merged by their
-key; the missing page fails, is retried and ends in the dead-letter queue.
+shop in ``examples/site`` (local files, so it needs no network) as a crawl: a listing
+task finds book links and schedules a job per link with ``seen=`` the link, so each
+page is scraped once per crawl even when several pages link to it (a ``key`` would only
+merge a link with a job that is still pending or running); the missing page fails, is
+retried and ends in the dead-letter queue.
 The jobs live in ``quickstart.db`` next to this file.
 """
 
@@ -55,10 +57,8 @@ def fetch(name: str) -> _Page:
 def scrape_listing(ctx: crawlq.JobContext, name: str) -> int:
     page = fetch(name)
     for link in page.links:
-        if link.startswith("index"):
-            ctx.schedule(scrape_listing, link, key=link)
-        else:
-            ctx.schedule(scrape_book, link, key=link)  # unique: a duplicate link merges
+        task = scrape_listing if link.startswith("index") else scrape_book
+        ctx.schedule(task, link, seen=link)  # once per crawl: a link seen before adds nothing
     return len(page.links)
 
 
@@ -75,8 +75,8 @@ def scrape_book(ctx: crawlq.JobContext, name: str) -> dict[str, str]:
 
 
 def main() -> None:
-    result = scrape_listing.schedule("index.html", key="index.html")
-    print(f"producer: scheduled scrape_listing as job {result.job_id} ({result.outcome})")
+    crawl = app.crawl("bookshop", [scrape_listing.spec("index.html", seen="index.html")])
+    print(f"producer: started crawl {crawl.id} with scrape_listing('index.html')")
     crawlq_cmd = [sys.executable, "-m", "crawlq"]
     store = ["--store", app.store_url or ""]
     print("worker: crawlq worker --app quickstart:app --burst")
@@ -87,7 +87,11 @@ def main() -> None:
     )
     print("\nstats: crawlq stats")
     subprocess.run([*crawlq_cmd, "stats", *store], check=True)
+    info = app.get_crawl(crawl.id)
+    print(f"crawl {crawl.id} {info.state}: {info.done} done, {info.dead} dead, {info.seen} seen")
     for job in app.store.job_list(crawlq.stores.base.JobFilter(task="scrape_book")):
+        if job.crawl_id != crawl.id:
+            continue  # an earlier run's crawl
         print(
             f"  job {job.id:>3} {job.state:<7} {job.args[0]:<12} -> {job.result or job.dead_reason}"
         )

@@ -9,7 +9,7 @@ from crawlq.cli.params import duration, size
 from crawlq.config import MAX_CONCURRENCY, store_command
 from crawlq.crawler.config import CrawlConfig
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT
-from crawlq.crawler.output import JsonLines
+from crawlq.crawler.output import JsonLines, check_writable
 from crawlq.crawler.runner import CrawlRunner, iter_results
 from crawlq.payload import MAX_COUNT, MAX_EXACT
 
@@ -42,7 +42,7 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
 @click.option(
     "--max-pages",
     type=click.IntRange(min=1, max=MAX_EXACT),
-    help="Stop after about this many pages.",
+    help="Record N pages, then finish.",
 )
 @click.option("--follow-nofollow", is_flag=True, help="Also follow rel=nofollow links.")
 @click.option(
@@ -162,9 +162,9 @@ def crawl(
     Private, loopback and link-local addresses are refused (also after DNS and on every
     redirect) unless --allow-private or --allow-host.
 
-    Ctrl-C (or SIGTERM) stops; the same command again resumes the crawl (also after
-    kill -9). Exit codes: 0 finished, 1 cancelled, 3 finished but no page could be
-    fetched, 130 interrupted.
+    Ctrl-C (or SIGTERM, or a closed stdout with -o -) stops; the same command again
+    resumes the crawl (also after kill -9). Exit codes: 0 finished, 1 cancelled, 3
+    finished but no page could be fetched, 130 interrupted.
 
     With --detach the crawl is created and its id printed; `crawlq worker --store ...`
     on any number of machines does the work and `crawlq crawl-status ID` follows it.
@@ -202,6 +202,10 @@ def crawl(
             fg="yellow",
             err=True,
         )
+    if not detach:  # before the store is opened: a refused path creates nothing
+        check_writable(output or "crawl-ID.jsonl", "the output file")
+    if warc is not None:
+        check_writable(warc, "the WARC file")
     with open_app(create=True) as app:
         runner = CrawlRunner(
             app,
@@ -265,6 +269,8 @@ def crawl_export(crawl_id: int, output: str) -> None:
         out = JsonLines(output)
         try:
             count = out.write(text for _, text in iter_results(app, crawl_id))
+        except BrokenPipeError:
+            return  # the reader has what it wanted (`crawlq crawl-export 3 | head`)
         finally:
             out.close()
     if output != "-":

@@ -37,9 +37,9 @@ class CrawlConfig:
 
     Scope: ``start_urls``, ``scope`` (host, domain, prefix, any), ``allow``/``deny``
     regular expressions, ``max_depth`` (None: unlimited), ``follow_nofollow``, and
-    ``max_pages`` (None: unlimited): links stop being followed once the crawl holds that
-    many pages, and a page that starts after that many were done is skipped, so at
-    most ``max_pages`` plus the fetches already in flight are made.
+    ``max_pages`` (None: unlimited): the crawl records that many pages and fetches no
+    other; a page adds only the links the crawl still has room for, and the crawl's
+    queued pages are dropped once the cap is reached (``crawlq.crawler.pages._Cap``).
 
     Politeness, per host (``host:port``, the limit key of the host's pages):
     ``host_concurrency`` fetches at a time and ``delay`` seconds between two starts, on

@@ -81,7 +81,7 @@ from crawlq.payload import check_count, check_seconds
 
 __all__ = ["DEFAULT_USER_AGENT", "FetchResult", "FetchSettings", "Fetcher"]
 
-DEFAULT_USER_AGENT = f"crawlq/{__version__} (+https://github.com/crawlq/crawlq)"
+DEFAULT_USER_AGENT = f"crawlq/{__version__}"
 
 _SCHEMES = {"http": 80, "https": 443}
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -435,7 +435,21 @@ def _headers(response: httpx.Response) -> dict[str, str]:
 
 def _describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
+    if _caused_by(exc, ConnectionRefusedError):  # httpx says "All connection attempts failed"
+        text = "connection refused: nothing accepts connections on that host and port"
     return f"{type(exc).__name__}: {text}"
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether ``kind`` is in the chain of causes and contexts of ``exc``."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, kind):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
 
 
 class Fetcher:

@@ -319,8 +319,16 @@ def _compile(name: str, patterns: tuple[str, ...]) -> tuple[re.Pattern[str], ...
     return tuple(compiled)
 
 
+_HOST_PORT = re.compile(r"[\w.-]+(:\d+)?(/|$)")
+"""``127.0.0.1:8000/``, ``localhost:8000``: a URL without its scheme."""
+
+
 def _start(url: str) -> _Start:
     """A start URL's scope data; ConfigurationError when it is not an http(s) URL."""
+    if "://" not in url and _HOST_PORT.match(url.strip()):
+        raise ConfigurationError(
+            f"invalid start URL {url!r}: no scheme; add http:// or https:// (http://{url.strip()})"
+        )
     try:
         canonical = urllib.parse.urlsplit(canonical_url(url.strip()))
         if canonical.scheme not in _SCHEMES or not _host(canonical):

@@ -26,13 +26,42 @@ from warcio.warcwriter import WARCWriter  # type: ignore[import-untyped]
 from crawlq.crawler.fetch import FetchResult
 from crawlq.exceptions import ConfigurationError
 
-__all__ = ["JsonLines", "WarcFile", "worker_warc_path"]
+__all__ = ["JsonLines", "WarcFile", "check_writable", "worker_warc_path"]
 
 _DROPPED = frozenset({"content-encoding", "transfer-encoding", "content-length"})
 
 
+def check_writable(path: str, what: str) -> None:
+    """Refuse, with ``ConfigurationError`` and how to fix it, a ``path`` that cannot be
+    written as ``what`` ("the output file"), before anything is created: its directory
+    must exist (none is ever made) and be writable, and the path must not be a directory.
+    "-" (stdout) passes."""
+    if path == "-":
+        return
+    target = Path(path)
+    parent = target.parent
+    if not parent.is_dir():
+        raise ConfigurationError(
+            f"cannot write {what} {path}: the directory {parent} does not exist "
+            "(create it first, or give a path in an existing directory)"
+        )
+    if target.is_dir():
+        raise ConfigurationError(f"cannot write {what} {path}: it is a directory (give a file)")
+    exists = target.exists()
+    if not os.access(target if exists else parent, os.W_OK):
+        where = path if exists else f"the directory {parent}"
+        raise ConfigurationError(
+            f"cannot write {what} {path}: {where} is not writable (give another path)"
+        )
+
+
 class JsonLines:
-    """JSON Lines output to ``path`` ("-" for stdout); ``truncate`` starts it afresh."""
+    """JSON Lines output to ``path`` ("-" for stdout); ``truncate`` starts it afresh.
+
+    When the reader of stdout goes away (``crawlq crawl -o - | head -1``), ``write``
+    raises ``BrokenPipeError`` once, after pointing stdout at the null device so that
+    nothing (not even the interpreter's last flush) writes to the closed pipe again;
+    later writes do nothing."""
 
     def __init__(self, path: str, *, truncate: bool = True) -> None:
         self.path = path
@@ -46,20 +75,43 @@ class JsonLines:
             raise ConfigurationError(f"cannot write the output file {path!r}: {exc}") from None
         self._owned = True
 
+    broken = False
+    """The reader of stdout went away."""
+
     def write(self, lines: Iterable[str]) -> int:
         """Append JSON texts, one per line; returns how many."""
+        if self.broken:
+            return 0
         count = 0
-        for line in lines:
-            self._stream.write(line)
-            self._stream.write("\n")
-            count += 1
-        if count:
-            self._stream.flush()
+        try:
+            for line in lines:
+                self._stream.write(line)
+                self._stream.write("\n")
+                count += 1
+            if count:
+                self._stream.flush()
+        except BrokenPipeError:
+            self.broken = True
+            _silence(self._stream)
+            raise
         return count
 
     def close(self) -> None:
         if self._owned:
             self._stream.close()
+
+
+def _silence(stream: IO[str]) -> None:
+    """Point the file descriptor of a stream whose pipe closed at the null device."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return  # not a real file (a test's capture): nothing to silence
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def worker_warc_path(path: str) -> str:
@@ -75,13 +127,15 @@ def worker_warc_path(path: str) -> str:
 
 
 class WarcFile:
-    """Appends WARC response records (gzip) to one file; thread-safe."""
+    """Appends WARC response records (gzip) to one file; thread-safe. ``make_dirs``
+    creates its directory (for a worker on another machine, ``worker_warc_path``)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, make_dirs: bool = False) -> None:
         self.path = path
         self._lock = threading.Lock()
         try:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            if make_dirs:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
             self._stream: IO[bytes] = open(path, "ab")
         except OSError as exc:
             raise ConfigurationError(f"cannot write the WARC file {path!r}: {exc}") from None

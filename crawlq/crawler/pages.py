@@ -8,7 +8,8 @@ politeness on every worker together.
 
 One attempt:
 
-1. a page that starts once the crawl has ``max_pages`` pages done is skipped;
+1. with ``max_pages`` (see ``_Cap``): a page that starts once the crawl has that many
+   pages done is skipped, and the crawl's pending pages are dropped at once;
 2. robots.txt (``hosts.RobotsCache``) unless ignored: a disallowed page is recorded with
    ``error`` "robots.txt disallows it" and not fetched; an unavailable file (429, 5xx,
    network) is retried like a network error;
@@ -18,7 +19,9 @@ One attempt:
    4xx are final; refusals, caps and redirect loops are final errors;
 4. an HTML page's links that the scope admits become page jobs at depth + 1, each with
    ``seen=`` its URL (so each URL of the crawl is scheduled once, at this job's
-   completion) and higher depths at lower priority (breadth first);
+   completion) and higher depths at lower priority (breadth first); with ``max_pages``
+   only links new to the crawl (``Store.seen_has``), at most as many as it may still
+   take;
 5. the record (``records.page_record``) goes to the store's results of the crawl, keyed
    by the URL's fingerprint (a page fetched twice after a crash keeps its first record),
    and the body to the WARC file when the crawl has one.
@@ -31,11 +34,14 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import itertools
 import math
+import random
 import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from datetime import UTC
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -48,14 +54,15 @@ from crawlq.crawler.output import WarcFile, worker_warc_path
 from crawlq.crawler.records import ROBOTS_DISALLOWED, page_record, record_text
 from crawlq.exceptions import Discard, Retry, Snooze
 from crawlq.fingerprint import canonical_url, fingerprint
-from crawlq.jobs import JobSpec
+from crawlq.jobs import JobSpec, JobState
+from crawlq.stores.base import JobFilter
 from crawlq.worker.loops import at_loop_close
 
 if TYPE_CHECKING:
     from crawlq.app import App
     from crawlq.tasks import Task
 
-__all__ = ["PAGE_TASK", "install", "page_spec", "use_warc"]
+__all__ = ["PAGE_TASK", "drop_pending", "install", "page_spec", "use_warc"]
 
 PAGE_TASK = "crawlq.page"
 
@@ -144,10 +151,11 @@ class _State:
     def warc(self, crawl_id: int, config: CrawlConfig) -> WarcFile | None:
         if config.warc is None:
             return None
-        path = self.warc_paths.get(crawl_id) or worker_warc_path(config.warc)
+        own = self.warc_paths.get(crawl_id)  # crawlq crawl checked it: no directory made
+        path = own or worker_warc_path(config.warc)
         writer = self.warcs.get(path)
         if writer is None:
-            writer = self.warcs[path] = WarcFile(path)
+            writer = self.warcs[path] = WarcFile(path, make_dirs=own is None)
 
             async def close() -> None:
                 self.warcs.pop(path, None)
@@ -205,18 +213,17 @@ async def crawl_page(
         raise Discard("a crawlq.page job must belong to a crawl: start it with crawlq crawl")
     state = _state(app)
     config = await state.config(app, crawl_id)
-    room: int | None = None  # pages the crawl may still add, with max_pages
-    if config.max_pages is not None:
-        crawl = await asyncio.to_thread(app.get_crawl, crawl_id)
-        if crawl.done + crawl.dead >= config.max_pages:
-            return None
-        room = config.max_pages - (crawl.done + crawl.dead + crawl.pending + crawl.running)
+    cap = None if config.max_pages is None else _Cap(app, crawl_id, config.max_pages)
+    if cap is not None and not await cap.may_start():
+        return None
     fetcher = state.fetcher(config)
     last = ctx.attempt >= config.max_attempts
 
     async def give_up(record: dict[str, Any], reason: str) -> NoReturn:
         """Keep the record of a page that failed for good; it goes to the dead letters."""
         await _keep(ctx, crawl_id, url, record)
+        if cap is not None:
+            await cap.room()
         raise Discard(reason)
 
     if config.obey_robots:
@@ -225,13 +232,18 @@ async def crawl_page(
         except RobotsPending:
             raise Snooze(1.0) from None
         if robots.temporary:
-            error = f"robots.txt unavailable ({robots.status or robots.error or 'network error'})"
+            if robots.status is None and robots.error:  # no answer: the host is unreachable
+                error = f"{robots.error} (fetching its robots.txt)"
+            else:
+                error = f"robots.txt unavailable ({robots.status or 'network error'})"
             if not last:
                 raise Retry(_backoff(ctx.attempt), reason=error)
             await give_up(page_record(url, depth=depth, referrer=referrer, error=error), error)
         if not robots.allowed(url, config.user_agent):
             record = page_record(url, depth=depth, referrer=referrer, error=ROBOTS_DISALLOWED)
             await _keep(ctx, crawl_id, url, record)
+            if cap is not None:
+                await cap.room()
             return None
 
     result = await fetcher.fetch(url)
@@ -272,19 +284,23 @@ async def crawl_page(
         await give_up(record, result.error)
     if links and result.redirects and not await _owns_target(ctx, crawl_id, url, result):
         links = []  # another page job of the crawl fetches the redirect's target itself
-    if room is not None and room <= 0:
-        links = []  # enough pages are queued: the frontier stops growing
-    _follow(ctx, config, links, depth + 1, url)
+    admitted = _admitted(config, links, depth + 1, url)
+    if cap is not None:  # only links new to the crawl, as many as it has room for
+        admitted = iter(await _unseen(app, crawl_id, admitted, await cap.room()))
+    _follow(ctx, admitted, depth + 1, url)
     await _keep(ctx, crawl_id, url, record)
     return None
 
 
-def _follow(ctx: JobContext, config: CrawlConfig, links: list[str], depth: int, page: str) -> None:
-    """Schedule the admitted links as page jobs of this crawl. The specs are built here,
-    not with ``ctx.schedule``: the arguments are known JSON (two strings and an int), so
-    the generic call checks and encoding are skipped (a page has tens of links)."""
+Admitted = tuple[str, str, bytes]
+"""A link a page follows: (URL, limit key, fingerprint)."""
+
+
+def _admitted(config: CrawlConfig, links: list[str], depth: int, page: str) -> Iterator[Admitted]:
+    """The links the scope admits at ``depth``, in page order, each once, without the
+    page itself (lazily: a page with 150,000 links may need only its first few)."""
     scope = config.scope_rules
-    options = ctx.app.get_task(PAGE_TASK).options
+    taken = {fingerprint(page)}
     for link in links:
         if not scope.admits(link, depth):
             continue
@@ -292,6 +308,38 @@ def _follow(ctx: JobContext, config: CrawlConfig, links: list[str], depth: int, 
             key = limit_key(link)
         except ValueError:
             continue
+        fp = fingerprint(link)
+        if fp in taken:
+            continue
+        taken.add(fp)
+        yield link, key, fp
+
+
+async def _unseen(
+    app: App, crawl_id: int, admitted: Iterator[Admitted], room: int
+) -> list[Admitted]:
+    """The first ``room`` admitted links that the crawl has not seen yet, read from its
+    seen set in growing batches (a link seen before would take a place and add nothing,
+    and a crawl could then end below ``max_pages``)."""
+    picked: list[Admitted] = []
+    size = max(2 * room, 64)
+    while len(picked) < room:
+        batch = list(itertools.islice(admitted, size))
+        if not batch:
+            break
+        known = await asyncio.to_thread(app.store.seen_has, crawl_id, [fp for *_, fp in batch])
+        picked.extend(item for item, seen in zip(batch, known, strict=True) if not seen)
+        size *= 2
+    return picked[:room]
+
+
+def _follow(ctx: JobContext, admitted: Iterable[Admitted], depth: int, page: str) -> None:
+    """Schedule links as page jobs of this crawl, each with ``seen=`` its URL. The specs
+    are built here, not with ``ctx.schedule``: the arguments are known JSON (two strings
+    and an int), so the generic call checks and encoding are skipped (a page has tens of
+    links)."""
+    options = ctx.app.get_task(PAGE_TASK).options
+    for link, key, fp in admitted:
         spec = JobSpec(
             queue=options.queue,
             task=PAGE_TASK,
@@ -302,9 +350,63 @@ def _follow(ctx: JobContext, config: CrawlConfig, links: list[str], depth: int, 
             timeout=options.timeout,
             crawl=ctx.crawl_id,
             limit_key=key,
-            fingerprint=fingerprint(link),
+            fingerprint=fp,
         )
         ctx.children.append(spec)
+
+
+class _Cap:
+    """``max_pages`` for one page job, from the crawl's counters in the store.
+
+    The crawl holds at most ``limit`` pages (done, dead, pending and running): a page
+    adds no more links than that leaves room for, so the crawl finishes by itself when
+    its last page allowed ends, and the page that ends as the last one drops any pending
+    page left (pages that ended at the same instant may have queued one too many). A page
+    starts only while the pages done and running stay within ``limit``: once ``limit``
+    are done it is skipped and the crawl's pending pages are dropped at once; while other
+    running pages may still fill the cap it waits a moment (``Snooze``, not an attempt).
+    """
+
+    def __init__(self, app: App, crawl_id: int, limit: int) -> None:
+        self.app = app
+        self.crawl_id = crawl_id
+        self.limit = limit
+
+    async def may_start(self) -> bool:
+        crawl = await asyncio.to_thread(self.app.get_crawl, self.crawl_id)
+        ended = crawl.done + crawl.dead
+        if ended >= self.limit:
+            await asyncio.to_thread(drop_pending, self.app, self.crawl_id)
+            return False
+        if ended + crawl.running > self.limit:  # this page is one of the running
+            raise Snooze(random.uniform(0.2, 1.0))
+        return True
+
+    async def room(self) -> int:
+        """How many links this page may add as it ends; 0 when it is the last page the
+        cap allows (then the crawl's pending pages are dropped)."""
+        crawl = await asyncio.to_thread(self.app.get_crawl, self.crawl_id)
+        ended = crawl.done + crawl.dead
+        if ended + 1 >= self.limit:
+            await asyncio.to_thread(drop_pending, self.app, self.crawl_id)
+            return 0
+        return max(0, self.limit - (ended + crawl.pending + crawl.running))
+
+
+def drop_pending(app: App, crawl_id: int) -> int:
+    """Cancel every pending page job of the crawl, in batches; how many were cancelled.
+    Cancelling the last live jobs finishes the crawl (once, with its ``on_finish``)."""
+    dropped = 0
+    after = 0
+    while True:
+        where = JobFilter(queue=PAGE_QUEUE, state=JobState.PENDING, limit=1000, after_id=after)
+        batch = app.store.job_list(where)
+        if not batch:
+            return dropped
+        after = batch[-1].id
+        ids = [job.id for job in batch if job.crawl_id == crawl_id]
+        if ids:
+            dropped += len(app.store.job_cancel(ids))
 
 
 def page_spec(app: App, url: str) -> Any:

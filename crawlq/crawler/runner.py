@@ -31,7 +31,7 @@ from rich.text import Text
 
 from crawlq.config import WorkerSettings, store_command
 from crawlq.crawler.config import CONFIG_META_KEY, PAGE_QUEUE, CrawlConfig
-from crawlq.crawler.output import JsonLines
+from crawlq.crawler.output import JsonLines, check_writable
 from crawlq.crawler.pages import install, page_spec, use_warc
 from crawlq.crawler.records import ROBOTS_DISALLOWED
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo, CrawlState
@@ -66,6 +66,11 @@ def crawl_name(config: CrawlConfig) -> str:
     first = config.start_urls[0]
     more = len(config.start_urls) - 1
     return f"crawl {first}" + (f" (+{more} more)" if more else "")
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 page``, ``2 pages``."""
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def iter_results(app: App, crawl_id: int, after: int = 0) -> Iterator[tuple[int, str]]:
@@ -146,6 +151,7 @@ class CrawlRunner:
         self.tally = Tally()
         self.crawl: CrawlInfo | None = None
         self._cursor = 0
+        self._before = 0  # records the crawl had when this run started
         install(app)
 
     # -- start -------------------------------------------------------------------------
@@ -167,7 +173,12 @@ class CrawlRunner:
             after = batch[-1].id
 
     def start(self) -> CrawlInfo:
-        """Resume the open crawl of the same command, or create one."""
+        """Resume the open crawl of the same command, or create one (after checking the
+        output paths: a path that cannot be written creates nothing)."""
+        if self.output is not None:
+            check_writable(self.output, "the output file")
+        if self.config.warc is not None:
+            check_writable(self.config.warc, "the WARC file")
         found = None if self.new else self._find_open()
         if found is not None:
             self.resumed = True
@@ -198,16 +209,18 @@ class CrawlRunner:
         )
         thread = threading.Thread(target=worker.run, name="crawlq-crawl-worker", daemon=True)
         output = JsonLines(self.output) if self.output is not None else None
+        self._before = self.app.store.result_count(crawl.id)
         started = time.monotonic()
         thread.start()
         helpers = self._start_helpers()
         previous = _sigterm_interrupts()
         try:
             state = self._follow(crawl.id, output, worker, started)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, BrokenPipeError) as exc:
             self._stop_helpers(helpers)
+            why = "the output was closed" if isinstance(exc, BrokenPipeError) else "stopping"
             self.console.print(
-                "[yellow]stopping: running pages get 10 s to finish "
+                f"[yellow]{why}: running pages get 10 s to finish "
                 "(Ctrl-C again to release them now)[/]"
             )
             worker.stop()
@@ -215,9 +228,10 @@ class CrawlRunner:
             self._drain(crawl.id, output)
             if output is not None:
                 output.close()
+            pages = _count(self.tally.pages, "page")
             self.console.print(
-                f"interrupted: crawl {crawl.id} has {self.tally.pages} pages; run the same "
-                "command again to resume it"
+                f"interrupted: crawl {crawl.id} has {pages}; run the same command again to "
+                "resume it"
             )
             return EXIT_INTERRUPTED
         finally:
@@ -288,12 +302,19 @@ class CrawlRunner:
             if self.progress:
                 live.stop()
 
+    def _rate(self, elapsed: float) -> float:
+        """Pages recorded since this run started, per second of this run (a resumed
+        crawl's earlier pages are not this run's work)."""
+        return (self.tally.pages - self._before) / elapsed if elapsed > 0 else 0.0
+
     def _line(self, info: CrawlInfo, elapsed: float) -> Text:
-        rate = self.tally.pages / elapsed if elapsed > 0 else 0.0
+        rate = self._rate(elapsed)
         text = Text()
         text.append(f"crawl {info.id} ", style="bold")
         text.append(f"{info.state.value}  ")
-        text.append(f"{self.tally.pages:,} pages", style="green")
+        text.append(_count(self.tally.pages, "page"), style="green")
+        if self._before:
+            text.append(f" ({self.tally.pages - self._before:,} in this run)")
         text.append(f"  {info.pending + info.running:,} queued ({info.running} fetching)")
         text.append(f"  {info.dead:,} failed", style="red" if info.dead else "")
         text.append(f"  {rate:,.1f} pages/s  {elapsed:,.0f} s")
@@ -303,12 +324,15 @@ class CrawlRunner:
         crawl = self.crawl
         assert crawl is not None
         tally = self.tally
-        rate = tally.pages / elapsed if elapsed > 0 else 0.0
         verb = "finished" if state == CrawlState.FINISHED else state.value
+        this_run = f"{_count(tally.pages - self._before, 'page')} in this run, " * (
+            self._before > 0
+        )
         self.console.print(
-            f"crawl {crawl.id} {verb} in {elapsed:,.1f} s: {tally.pages:,} pages "
-            f"({tally.ok:,} ok, {tally.http_errors:,} HTTP errors, {tally.errors:,} failed, "
-            f"{tally.disallowed:,} disallowed by robots.txt), {rate:,.1f} pages/s"
+            f"crawl {crawl.id} {verb} in {elapsed:,.1f} s: {_count(tally.pages, 'page')} "
+            f"({tally.ok:,} ok, {_count(tally.http_errors, 'HTTP error')}, {tally.errors:,} "
+            f"failed, {tally.disallowed:,} disallowed by robots.txt), "
+            f"{this_run}{self._rate(elapsed):,.1f} pages/s"
         )
         where = f"results: {self.output}; " if self.output not in (None, "-") else ""
         again = store_command(f"crawl-export {crawl.id}", self.app.store_url)

@@ -333,6 +333,11 @@ class Store(Protocol):
         each that was new (a repeat within the batch is False). ``CrawlNotFound`` for an
         unknown crawl; a closed crawl's set still takes additions."""
 
+    def seen_has(self, crawl_id: int, fingerprints: Sequence[bytes]) -> list[bool]:
+        """Whether each 16-byte fingerprint is in the crawl's seen set, in order, changing
+        nothing (the crawler skips links already seen before it counts them against
+        ``max_pages``). ``CrawlNotFound`` for an unknown crawl."""
+
     def result_add(
         self,
         crawl_id: int,

@@ -326,3 +326,66 @@ def test_detached_crawl_runs_on_workers_and_finishes_once(
     assert site.fetch_counts() == expected_requests(expected, RETRIES)
     logs = [(procs.workdir / f"w{i}.log").read_text() for i in range(2)]
     assert all("done 0," not in log for log in logs), "both workers took pages"
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_closed_stdout_stops_the_crawl_like_ctrl_c(
+    procs: Processes, crawl_site: Callable[..., CrawlSite]
+) -> None:
+    """`crawlq crawl ... -o - | head -1`: the reader goes away after one record; the crawl
+    stops gracefully (no traceback, running pages finished or released, the store still
+    open for the worker) and the same command resumes it."""
+    site = crawl_site(SiteSpec(pages=600, slow_pages=0, hang=False))
+    args = [site.url, *FAST, "--delay", "0.02", "--no-progress"]
+    proc = subprocess.Popen(
+        [*procs.argv("crawl"), *args, "-o", "-"],
+        cwd=procs.workdir, env=procs.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stderr is not None
+    assert json.loads(proc.stdout.readline())["url"]
+    proc.stdout.close()  # `head -1` exits
+    code = proc.wait(60)
+    log = proc.stderr.read()
+    proc.stderr.close()
+    assert code == 130, log
+    assert "Traceback" not in log and "closed database" not in log, log
+    assert "the output was closed" in log and "run the same command again" in log, log
+    status = subprocess.run(
+        [*procs.argv("crawl-status"), "1", "--json"],
+        cwd=procs.workdir, env=procs.env(), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    info = json.loads(status.stdout)
+    assert info["state"] == "running" and info["running"] == 0  # released, resumable
+    again = run(procs, *args, "-o", str(procs.workdir / "rest.jsonl"))
+    assert again.returncode == 0, again.stderr
+    assert "resuming crawl 1" in again.stderr
+    assert_matches(by_url(records(procs.workdir / "rest.jsonl")), site.expected())
+
+
+def test_max_pages_fetches_exactly_that_many_and_drops_the_rest_at_once(
+    procs: Processes, crawl_site: Callable[..., CrawlSite]
+) -> None:
+    """--max-pages 5 on a 1,170-page site at the default politeness: 5 records, 5 page
+    requests, and no queued page skipped one by one (before: 107 pages were claimed at
+    the politeness rate only to be skipped, 27.8 s)."""
+    site = crawl_site(  # every page answers at once: one request per page
+        SiteSpec(
+            pages=1170, links_per_page=8, slow_pages=0, hang=False, errors=False,
+            redirects=False, bombs=False, flaky_failures=0,
+        )
+    )  # fmt: skip
+    out = procs.workdir / "pages.jsonl"
+    args = ["--allow-private", "--max-pages", "5", "--host-concurrency", "4"]
+    result = run(procs, site.url, *args, "-o", str(out), "--no-progress")
+    assert result.returncode == 0, result.stderr
+    assert len(by_url(records(out))) == 5
+    assert sum(n for path, n in site.fetch_counts().items() if path != "/robots.txt") == 5
+    status = subprocess.run(
+        [*procs.argv("crawl-status"), "1", "--json"],
+        cwd=procs.workdir, env=procs.env(), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    info = json.loads(status.stdout)
+    assert info["state"] == "finished"
+    assert info["done"] + info["dead"] == 5  # no page job ran only to be skipped
+    assert info["pending"] == info["running"] == 0 and info["cancelled"] <= 4

@@ -60,6 +60,31 @@ def test_seen_add_to_an_unknown_crawl_raises(store: Store) -> None:
     assert crawl_of(store, c).seen == 0
 
 
+# -- seen_has ------------------------------------------------------------------------------
+
+
+def test_seen_has_reads_the_set_in_order_and_changes_nothing(store: Store) -> None:
+    c, other = open_crawl(store), open_crawl(store, "other")
+    assert store.seen_has(c, [A, B]) == [False, False]
+    store.seen_add(c, [A, C], now=T0)
+    schedule(store, spec(crawl=c, fingerprint=D))  # a job's fingerprint joins the set too
+    assert store.seen_has(c, [A, B, C, D, A]) == [True, False, True, True, True]
+    assert store.seen_has(c, []) == []
+    assert store.seen_has(other, [A, C, D]) == [False, False, False]
+    assert crawl_of(store, c).seen == 3 and crawl_of(store, other).seen == 0
+    assert store.seen_add(c, [B], now=T0) == [True]  # B was read, not added
+
+
+def test_seen_has_refuses_an_unknown_crawl_and_a_bad_fingerprint(store: Store) -> None:
+    with pytest.raises(CrawlNotFound):
+        store.seen_has(1, [A])
+    c = open_crawl(store)
+    with pytest.raises(CrawlNotFound):
+        store.seen_has(c + 1000, [A])
+    with pytest.raises(ConfigurationError, match="16 bytes"):
+        store.seen_has(c, [b"short"])
+
+
 def test_a_closed_crawl_still_takes_additions(store: Store) -> None:
     finished = new_crawl(store, name="empty")
     assert store.seen_add(finished.id, [A, B], now=T0) == [True, True]

@@ -7,7 +7,7 @@ import pytest
 from crawlq.crawler.robots import MAX_ROBOTS_BYTES, Robots, robots_url
 
 SITE = "https://example.com"
-UA = "crawlq/0.1 (+https://github.com/crawlq/crawlq)"
+UA = "crawlq/0.1"
 
 ROBOTS = """
 # comment

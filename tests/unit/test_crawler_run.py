@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import gzip
 import http.server
+import io
 import json
+import socket
 import threading
 import time
 import urllib.parse
@@ -19,22 +21,28 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
 
 import crawlq
 from crawlq.cli import cli
 from crawlq.crawler.config import CrawlConfig
 from crawlq.crawler.hosts import limit_key
-from crawlq.crawler.pages import retry_after
+from crawlq.crawler.pages import page_spec, retry_after
 from crawlq.crawler.records import RECORD_FIELDS
 from crawlq.crawler.runner import (
     EXIT_CANCELLED,
     EXIT_FINISHED,
     EXIT_NOTHING_FETCHED,
     CrawlRunner,
+    crawl_name,
     iter_results,
 )
+from crawlq.crawls import CrawlState
 from crawlq.exceptions import ConfigurationError
+from crawlq.fingerprint import fingerprint
+from crawlq.jobs import JobState
+from crawlq.stores.base import JobFilter
 
 SITE: dict[str, tuple[int, str, str]] = {
     "/": (
@@ -251,16 +259,64 @@ def test_scope_depth_pages_and_ignore_robots(app: crawlq.App, site: Site, tmp_pa
 
 
 @pytest.mark.parametrize("concurrency", [1, 4])
-def test_max_pages_stops_the_crawl_after_that_many_plus_those_in_flight(
+def test_max_pages_records_exactly_that_many_and_runs_no_page_more(
     app: crawlq.App, site: Site, tmp_path: Path, concurrency: int
 ) -> None:
-    cfg = config(site, max_pages=3, host_concurrency=concurrency)
+    cfg = config(site, max_pages=3, host_concurrency=concurrency, retries=0)
     code, pages = crawl(app, cfg, tmp_path / "out.jsonl", concurrency=concurrency)
     assert code == EXIT_FINISHED
-    assert 3 <= len(pages) <= 3 + concurrency - 1
-    assert sum(site.hits.values()) <= len(pages) + 1  # robots.txt
+    assert len(pages) == 3
+    assert sum(site.hits.values()) == 3 + 1  # robots.txt
     info = app.crawls()[0]
-    assert info.state.value == "finished" and info.done + info.dead < len(SITE)
+    assert info.state.value == "finished" and info.done + info.dead == 3
+    assert info.pending == info.running == 0
+
+
+def huge_page(links: int) -> tuple[int, str, str]:
+    return 200, "text/html", "".join(f'<a href="/n/{i}">{i}</a>' for i in range(links))
+
+
+def test_max_pages_caps_the_links_of_a_page_with_150000_links(
+    app: crawlq.App, site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(SITE, "/huge", huge_page(150_000))
+    cfg = config(site, start_urls=(site.url + "huge",), max_pages=20)
+    code, pages = crawl(app, cfg, tmp_path / "out.jsonl")
+    assert code == EXIT_FINISHED
+    assert len(pages) == 20 and pages["/huge"]["links_found"] == 150_000
+    info = app.crawls()[0]
+    assert info.state.value == "finished"
+    assert info.done + info.dead == 20 and info.pending == info.running == 0
+    assert info.seen <= 20 + 1  # the page added only what the cap had room for
+    assert not app.store.job_list(JobFilter(state=JobState.PENDING))
+
+
+def test_max_pages_drops_the_pending_pages_once_reached_and_finishes_once(
+    app: crawlq.App, site: Site, tmp_path: Path
+) -> None:
+    """Pages queued beyond the cap (here by a crawl created before the cap applied) are
+    dropped at once when it is reached: the crawl finishes once, with its on_finish, and
+    the same command then starts a new crawl instead of reopening it."""
+
+    @app.task(name="crawl_done")
+    def crawl_done(ctx: crawlq.JobContext, crawl_id: int) -> None:
+        pass
+
+    cfg = config(site, max_pages=2, host_concurrency=1, retries=0)
+    links = ["/a", "/b", "/missing", "/file.txt", "/deep", "/deeper", "/A"]
+    start = [page_spec(app, site.url + link[1:]) for link in ["/", *links]]
+    crawl_id = app.crawl(
+        crawl_name(cfg), start, meta=cfg.to_meta(), limits=cfg.limits, on_finish=crawl_done
+    ).id
+    code, pages = crawl(app, cfg, tmp_path / "out.jsonl", concurrency=1)
+    assert code == EXIT_FINISHED and len(pages) == 2
+    assert sum(site.hits.values()) == 2 + 1  # robots.txt
+    info = app.get_crawl(crawl_id)
+    assert info.state.value == "finished" and info.done + info.dead == 2
+    assert info.cancelled == len(start) - 2 and info.pending == 0
+    jobs = app.store.job_list(JobFilter(task=crawl_done.name))
+    assert [job.kwargs for job in jobs] == [{"crawl_id": crawl_id}]
+    assert CrawlRunner(app, cfg, progress=False).start().id != crawl_id
 
 
 def test_refused_start_url_exits_3_and_connects_nowhere(
@@ -403,3 +459,109 @@ def test_a_cancelled_crawl_exits_1(app: crawlq.App, site: Site, tmp_path: Path) 
     assert runner.run() == EXIT_CANCELLED
     again = CrawlRunner(app, config(site), progress=False)
     assert again.start().id != crawl_id and not again.resumed  # a closed crawl is not resumed
+
+
+@pytest.mark.parametrize("flag", ["-o", "--warc"])
+def test_cli_refuses_an_output_path_in_a_missing_directory_before_creating_anything(
+    site: Site, tmp_path: Path, flag: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    db = tmp_path / "c.db"
+    missing = tmp_path / "missing" / "dir"
+    args = ["crawl", site.url, "--store", f"sqlite:///{db}", "--allow-private", "--no-progress"]
+    result = CliRunner().invoke(cli, [*args, flag, str(missing / "x.out")])
+    assert result.exit_code == 1
+    what = "the output file" if flag == "-o" else "the WARC file"
+    assert result.output.splitlines() == [
+        f"Error: cannot write {what} {missing / 'x.out'}: the directory {missing} does not "
+        "exist (create it first, or give a path in an existing directory)"
+    ]
+    assert not (tmp_path / "missing").exists()  # no directory made, no store, no crawl
+    assert not db.exists() and not site.hits
+
+
+def test_runner_refuses_an_unwritable_output_before_creating_the_crawl(
+    app: crawlq.App, site: Site, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigurationError, match="is a directory"):
+        CrawlRunner(app, config(site), output=str(tmp_path), progress=False).start()
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        CrawlRunner(app, config(site, warc=str(tmp_path / "no" / "x.warc.gz"))).start()
+    assert app.crawls() == [] and not (tmp_path / "no").exists()
+
+
+def test_rate_after_a_resume_counts_only_this_runs_pages_and_counts_read_well(
+    app: crawlq.App, site: Site
+) -> None:
+    """A resumed crawl already holds 90 records: this run records the site's 10 pages,
+    so over 2 s its rate is 5.0 pages/s, not 50 (all pages over this run's time)."""
+    console = Console(file=io.StringIO(), width=300)
+    runner = CrawlRunner(app, config(site), progress=False, console=console)
+    crawl_id = runner.start().id
+    old = [
+        (fingerprint(f"http://old.example/{i}"), json.dumps({"url": f"http://old/{i}"}))
+        for i in range(90)
+    ]
+    app.store.result_add(crawl_id, old)
+    assert runner.run() == EXIT_FINISHED
+    assert runner.tally.pages == 100
+    runner._summary(CrawlState.FINISHED, 2.0)
+    assert runner._line(app.get_crawl(crawl_id), 2.0).plain.startswith(
+        f"crawl {crawl_id} finished  100 pages (10 in this run)"
+    )
+    assert "5.0 pages/s" in runner._line(app.get_crawl(crawl_id), 2.0).plain
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "100 pages (" in text and "10 pages in this run, 5.0 pages/s" in text
+
+
+def test_summary_says_1_page_and_1_http_error(app: crawlq.App, site: Site) -> None:
+    console = Console(file=io.StringIO(), width=300)
+    cfg = config(site, start_urls=(site.url + "missing",))
+    assert CrawlRunner(app, cfg, progress=False, console=console).run() == EXIT_FINISHED
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert ": 1 page (0 ok, 1 HTTP error, 0 failed, 0 disallowed by robots.txt), " in text
+    assert "in this run" not in text
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:18082/", "localhost:8000", "example.com:8080/x"])
+def test_a_start_url_without_scheme_says_to_add_it(url: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        CrawlConfig(start_urls=(url,))
+    assert str(caught.value) == (
+        f"invalid start URL {url!r}: no scheme; add http:// or https:// (http://{url})"
+    )
+
+
+@pytest.mark.parametrize("obey_robots", [True, False])
+def test_a_refused_connection_is_named_as_such_not_blamed_on_robots_txt(
+    app: crawlq.App, tmp_path: Path, obey_robots: bool
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound, not listening: connections are refused
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+        cfg = CrawlConfig(start_urls=(url,), allow_private=True, retries=0, obey_robots=obey_robots)
+        runner = CrawlRunner(app, cfg, output=str(tmp_path / "o.jsonl"), progress=False)
+        assert runner.run() == EXIT_NOTHING_FETCHED
+    [record] = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    refused = "ConnectError: connection refused: nothing accepts connections on that host"
+    assert record["error"].startswith(refused), record["error"]
+    assert ("robots.txt" in record["error"]) == obey_robots  # said where, not blamed
+    assert "unavailable" not in record["error"]
+
+
+def test_max_pages_is_reached_when_pages_link_to_seen_pages_first(
+    app: crawlq.App, site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every page links back to the start first (a site's menu): links already seen take
+    no place, so the crawl still reaches its cap (it stopped at 3 of 4)."""
+    for path, links in {
+        "/nav/": ["/nav/", "/nav/a", "/nav/b"],
+        "/nav/a": ["/nav/", "/nav/b", "/nav/c"],
+        "/nav/b": ["/nav/", "/nav/a", "/nav/d"],
+    }.items():
+        body = "".join(f'<a href="{link}">x</a>' for link in links)
+        monkeypatch.setitem(SITE, path, (200, "text/html", body))
+    cfg = config(site, start_urls=(site.url + "nav/",), max_pages=4, host_concurrency=1)
+    code, pages = crawl(app, cfg, tmp_path / "out.jsonl", concurrency=1)
+    assert code == EXIT_FINISHED
+    assert set(pages) == {"/nav/", "/nav/a", "/nav/b", "/nav/c"}

@@ -536,6 +536,14 @@ WITH added AS (
 )
 SELECT crawl_id, fp FROM added;
 
+-- name: seen_has
+-- The crawl (no row if it does not exist) and which of the fingerprints its seen set holds.
+SELECT c.id, coalesce(array_agg(s.fp) FILTER (WHERE s.fp IS NOT NULL), '{}') AS known
+FROM crawlq_crawls AS c
+LEFT JOIN crawlq_seen AS s ON s.crawl_id = c.id AND s.fp = ANY(%(fps)s::bytea[])
+WHERE c.id = %(crawl_id)s
+GROUP BY c.id;
+
 -- name: crawl_next_id
 SELECT nextval('crawlq_crawls_id_seq') AS id, crawlq_now(%(now)s) AS now;
 

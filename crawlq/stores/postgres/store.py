@@ -1134,6 +1134,15 @@ class PostgresStore:
 
         return self._run("adding to a seen set", work)
 
+    def seen_has(self, crawl_id: int, fingerprints: Sequence[bytes]) -> list[bool]:
+        fps = [check_fingerprint(fp) for fp in fingerprints]
+        params = {"crawl_id": crawl_id, "fps": fps}
+        rows = self._execute("reading a seen set", "seen_has", params)
+        if not rows:
+            raise no_such_crawl(crawl_id)
+        known = {bytes(fp) for fp in rows[0]["known"]}
+        return [fp in known for fp in fps]
+
     def result_add(
         self,
         crawl_id: int,

@@ -103,6 +103,7 @@ SCRIPTS = (
     "crawl_resume",
     "crawl_cancel",
     "seen_add",
+    "seen_has",
     "result_add",
     "result_read",
     "cache_get",
@@ -962,6 +963,14 @@ class RedisStore:
         fps = [check_fingerprint(fp) for fp in fingerprints]
         args: list[Any] = [_now_arg(now), str(operator.index(crawl_id)), *fps]
         answers = self._run("adding to a seen set", "seen_add", args)
+        if answers == [-1]:
+            raise no_such_crawl(crawl_id)
+        return [bool(a) for a in answers]
+
+    def seen_has(self, crawl_id: int, fingerprints: Sequence[bytes]) -> list[bool]:
+        fps = [check_fingerprint(fp) for fp in fingerprints]
+        args: list[Any] = ["", str(operator.index(crawl_id)), *fps]
+        answers = self._run("reading a seen set", "seen_has", args)
         if answers == [-1]:
             raise no_such_crawl(crawl_id)
         return [bool(a) for a in answers]

@@ -361,6 +361,10 @@ INSERT INTO crawlq_seen (crawl_id, fp) VALUES (:crawl_id, :fp)
 ON CONFLICT DO NOTHING
 RETURNING 1;
 
+-- name: seen_has
+-- A row only if the crawl's seen set holds the fingerprint.
+SELECT 1 FROM crawlq_seen WHERE crawl_id = :crawl_id AND fp = :fp;
+
 -- name: limit_ensure
 -- Fix the settings of a key used by a job: from its crawl's limits (:from_crawl), else the
 -- queue default, else none. A key made by limit_block ('none') takes them too.

@@ -1083,6 +1083,19 @@ class SQLiteStore:
 
         return self._write("adding to a seen set", work)
 
+    def seen_has(self, crawl_id: int, fingerprints: Sequence[bytes]) -> list[bool]:
+        fps = [check_fingerprint(fp) for fp in fingerprints]
+
+        def work(conn: sqlite3.Connection) -> list[bool]:
+            self._crawl_exists(conn, crawl_id)
+            query = Q["seen_has"]
+            return [
+                conn.execute(query, {"crawl_id": crawl_id, "fp": fp}).fetchone() is not None
+                for fp in fps
+            ]
+
+        return self._read("reading a seen set", work)
+
     def _crawl_exists(self, conn: sqlite3.Connection, crawl_id: int) -> None:
         if conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone() is None:
             raise no_such_crawl(crawl_id)
