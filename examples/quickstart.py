@@ -79,13 +79,13 @@ def main() -> None:
     print(f"producer: started crawl {crawl.id} with scrape_listing('index.html')")
     crawlq_cmd = [sys.executable, "-m", "crawlq"]
     store = ["--store", app.store_url or ""]
-    print("worker: crawlq worker --app quickstart:app --burst")
+    print(f"worker: crawlq worker --app quickstart:app --burst --store {app.store_url}")
     subprocess.run(
         [*crawlq_cmd, "worker", "--app", "quickstart:app", "--burst", *store],
         cwd=HERE,
         check=True,
     )
-    print("\nstats: crawlq stats")
+    print(f"\nstats: crawlq stats --store {app.store_url}")
     subprocess.run([*crawlq_cmd, "stats", *store], check=True)
     info = app.get_crawl(crawl.id)
     print(f"crawl {crawl.id} {info.state}: {info.done} done, {info.dead} dead, {info.seen} seen")

@@ -46,14 +46,7 @@ def logging_to_stderr(level: str) -> Iterator[None]:
 
 
 def summary(worker: Worker) -> str:
-    c = worker.counters
-    text = (
-        f"worker {worker.id} stopped: claimed {c.claimed}, done {c.done}, failed {c.failed}, "
-        f"released {c.released}"
-    )
-    counts = (("snoozed", c.snoozed), ("timed out", c.timed_out), ("lost", c.lost))
-    extra = [f"{name} {n}" for name, n in counts if n]
-    return ", ".join([text, *extra])
+    return f"worker {worker.id} stopped: {worker.counters.describe()}"
 
 
 @click.command()
