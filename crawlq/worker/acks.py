@@ -15,7 +15,7 @@ from crawlq.worker.execute import Outcome
 logger = logging.getLogger("crawlq.worker")
 
 MAX_BATCH = 512
-RETRY_DELAYS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
+RETRY_DELAYS = (0.05, 0.1, 0.25, 0.5, 1.0)
 
 
 class Acker:

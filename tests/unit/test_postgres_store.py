@@ -4,7 +4,9 @@ by the conformance suite in tests/stores."""
 
 from __future__ import annotations
 
+import logging
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -287,11 +289,92 @@ def test_driver_errors_become_store_errors_with_the_cause_kept(open_pg: OpenPG) 
     assert store.job_schedule([spec()])[0].outcome is Outcome.CREATED, "still usable"
 
 
-def test_an_unreachable_server_is_store_unavailable() -> None:
-    url = f"postgresql://postgres@127.0.0.1:{servers.free_port()}/postgres?pool_timeout=0.5"
-    with pytest.raises(crawlq.StoreUnavailable) as err:
-        crawlq.open_store(url)
+@pytest.fixture(scope="module")
+def password_role() -> str:
+    """A role that must give the password 'right' (scram), on the private server."""
+    server = servers.postgres()
+    conn = psycopg.connect(server.url, autocommit=True)
+    conn.execute("DROP ROLE IF EXISTS crawlq_pw")
+    conn.execute("CREATE ROLE crawlq_pw LOGIN PASSWORD 'right'")
+    hba = Path(conn.execute("SHOW hba_file").fetchone()[0])
+    conn.close()
+    line = "host all crawlq_pw 127.0.0.1/32 scram-sha-256\n"
+    if line not in hba.read_text():
+        hba.write_text(line + hba.read_text())
+        server.reload()
+    return "crawlq_pw"
+
+
+def _base() -> str:
+    return f"127.0.0.1:{servers.postgres().port}"
+
+
+PERMANENT_URLS = {
+    "no such database": (lambda: f"postgresql://postgres@{_base()}/nodb", 'database "nodb"'),
+    "no such role": (lambda: f"postgresql://nobody@{_base()}/postgres", 'role "nobody"'),
+    "wrong password": (
+        lambda: f"postgresql://crawlq_pw:wrong@{_base()}/postgres",
+        "password authentication failed",
+    ),
+    "nothing listens": (
+        lambda: f"postgresql://postgres@127.0.0.1:{servers.free_port()}/postgres",
+        "Connection refused",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PERMANENT_URLS))
+def test_a_permanent_connection_error_fails_at_once_with_one_message(
+    case: str,
+    password_role: str,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 14, items 8 and 18: it took pool_timeout (10.4 s) and logged the pool's
+    warning four times; now one StoreError, not retried, that names the cause."""
+    url, reason = PERMANENT_URLS[case]
+    started = time.monotonic()
+    with pytest.raises(crawlq.StoreError) as err:
+        crawlq.open_store(url())
+    assert time.monotonic() - started < 2.0
+    assert not isinstance(err.value, crawlq.StoreUnavailable)
+    message = str(err.value)
+    assert reason in message and "permanent, not retried" in message
+    assert "\n" not in message and "failed: " not in message, message
     assert isinstance(err.value.__cause__, psycopg.OperationalError)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert capfd.readouterr() == ("", "")
+
+
+def test_the_cli_says_a_permanent_connection_error_in_one_line(tmp_path: Path) -> None:
+    url = f"postgresql://postgres@{_base()}/nodb"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "crawlq", "stats", "--store", url],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert time.monotonic() - started < 5.0
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and 'database "nodb" does not exist' in done.stderr
+    assert "error connecting" not in done.stderr
+
+
+def test_a_transient_connection_error_is_retried_until_pool_timeout() -> None:
+    """Too many connections for a role is transient: tried again until pool_timeout."""
+    admin = psycopg.connect(servers.postgres().url, autocommit=True)
+    admin.execute("DROP ROLE IF EXISTS crawlq_full")
+    admin.execute("CREATE ROLE crawlq_full LOGIN CONNECTION LIMIT 0")
+    try:
+        url = f"postgresql://crawlq_full@{_base()}/postgres?pool_timeout=0.6"
+        started = time.monotonic()
+        with pytest.raises(crawlq.StoreUnavailable, match=r"transient: retried for 0\.6 s"):
+            crawlq.open_store(url)
+        assert 0.4 < time.monotonic() - started < 3.0
+    finally:
+        admin.execute("DROP ROLE crawlq_full")
+        admin.close()
 
 
 def test_the_same_store_works_again_after_a_server_restart(open_pg: OpenPG) -> None:

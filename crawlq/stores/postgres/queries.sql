@@ -448,9 +448,14 @@ ORDER BY state <> 'alive', started_at, id COLLATE "C";
 -- jobs (found by the worker index, locked: a concurrent completion is waited for, and
 -- then the job is no longer running) go back as job_expire_leases returns expired
 -- leases, with reason worker_lost. The update trigger does the rest, as for expiry.
+-- A server that was down took no heartbeat: none is overdue before it has been up for
+-- dead_after (on its real clock, so a given now skips this), or every worker would be
+-- declared dead after an outage that long and its jobs run twice.
 WITH dead AS (
     UPDATE crawlq_workers SET state = 'dead', stopped_at = crawlq_now(%(now)s)
     WHERE state = 'alive' AND last_heartbeat < crawlq_now(%(now)s) - %(dead_after)s
+      AND (%(now)s::double precision IS NOT NULL
+           OR pg_postmaster_start_time() < now() - make_interval(secs => %(dead_after)s))
     RETURNING id
 ), returned AS (
     UPDATE crawlq_jobs
