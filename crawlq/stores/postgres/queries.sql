@@ -42,7 +42,8 @@ VALUES (%(version)s, %(name)s, extract(epoch FROM now())::double precision);
 
 -- name: job_insert_many
 -- New jobs, in input order (ids grow with it). On a live (queue, key), including one
--- inserted earlier in the same input, nothing is inserted: created is false. A job of a
+-- inserted earlier in the same input, nothing is inserted: created is false (keys are
+-- unique by their digest, migration 0005, so a key of any length fits). A job of a
 -- paused crawl is 'held', one with a limit key 'waiting' (the trigger picks fronts).
 -- The jobs come as one JSON list of objects (_insert_params in store.py), which costs
 -- the client a third of what one array per column did.
@@ -67,7 +68,7 @@ WITH input AS (
            max_attempts, lease_seconds, timeout, crawlq_now(%(now)s), crawl_id, limit_key
     FROM input
     ORDER BY ord
-    ON CONFLICT (queue, key)
+    ON CONFLICT (queue, crawlq_digest(key))
         WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
     DO NOTHING
     RETURNING id
@@ -92,7 +93,7 @@ SELECT %(queue)s::text, %(task)s::text, %(args)s::json, %(kwargs)s::json, %(key)
        crawlq_now(%(now)s), %(crawl_id)s::bigint, %(limit_key)s::text
 FROM (SELECT coalesce(%(given_run_at)s::float8, crawlq_now(%(now)s) + %(delay)s::float8)
       AS run_at) AS s
-ON CONFLICT (queue, key)
+ON CONFLICT (queue, crawlq_digest(key))
     WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
 DO NOTHING
 RETURNING id;
@@ -103,7 +104,8 @@ SELECT j.id, j.queue, j.key, j.state, j.task, j.args, j.kwargs, j.priority, j.ru
        j.own_run_at, j.max_attempts, j.lease_seconds, j.timeout, j.followup, j.crawl_id,
        j.limit_key, crawlq_now(%(now)s) AS now
 FROM (SELECT DISTINCT * FROM unnest(%(queue)s::text[], %(key)s::text[])) AS k(queue, key)
-JOIN crawlq_jobs AS j ON j.queue = k.queue AND j.key = k.key
+JOIN crawlq_jobs AS j
+  ON j.queue = k.queue AND crawlq_digest(j.key) = crawlq_digest(k.key) AND j.key = k.key
 WHERE j.state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
 ORDER BY j.id
 FOR UPDATE OF j;
@@ -297,7 +299,8 @@ FROM chosen
 WHERE j.id = chosen.id AND j.state = 'dead'
   AND (j.key IS NULL OR NOT EXISTS (
         SELECT 1 FROM crawlq_jobs AS live
-        WHERE live.queue = j.queue AND live.key = j.key
+        WHERE live.queue = j.queue AND crawlq_digest(live.key) = crawlq_digest(j.key)
+          AND live.key = j.key
           AND live.state IN ('scheduled', 'ready', 'waiting', 'held', 'running')))
   AND (j.crawl_id IS NULL OR EXISTS (
         SELECT 1 FROM crawlq_crawls AS c

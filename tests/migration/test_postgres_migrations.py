@@ -1,0 +1,105 @@
+"""PostgreSQL schema migrations that change what existing rows mean: a schema migrated
+from an earlier version keeps its jobs and behaves as a fresh one."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import crawlq
+from crawlq.jobs import JobSpec, Lease, Outcome
+from crawlq.stores.base import Completion, JobFilter
+from tests import servers
+
+psycopg = pytest.importorskip("psycopg")
+
+from crawlq.stores.postgres import store as pg  # noqa: E402
+
+T0 = 1_000_000.0
+LONG = "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(160))
+"""10 kB that do not compress: over the 2.7 kB a btree entry holds."""
+
+
+@pytest.fixture
+def schema(tmp_path: Path) -> str:
+    return servers.isolated_name(tmp_path, "m_")
+
+
+@pytest.fixture
+def raw(schema: str) -> Iterator[Any]:
+    conn = psycopg.connect(servers.postgres().url, autocommit=True)
+    conn.execute(pg.Q["session_setup"], {"schema": schema})
+    yield conn
+    conn.close()
+
+
+def _open_at(schema: str, versions: set[int] | None = None) -> pg.PostgresStore:
+    """A store on ``schema`` migrated to ``versions`` (all by default)."""
+    known = pg._known_migrations()
+    original = pg._known_migrations
+    if versions is not None:
+        pg._known_migrations = lambda: {v: known[v] for v in versions}  # type: ignore[assignment]
+    try:
+        store = crawlq.open_store(f"{servers.postgres().url}?schema={schema}")
+    finally:
+        pg._known_migrations = original  # type: ignore[assignment]
+    assert isinstance(store, pg.PostgresStore)
+    return store
+
+
+def _insert(raw: Any, key: str, running: bool = False) -> int:
+    """A job written as crawlq 0004 would have: pending, or running under lease 'tok'."""
+    row = raw.execute(
+        "INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state, "
+        "max_attempts, lease_seconds, created_at, attempts, worker_id, lease_token, "
+        "lease_expires_at, started_at) "
+        "VALUES ('q', 't', '[]', '{}', %(key)s, 0, %(t)s, %(state)s, 3, 30, %(t)s, "
+        "%(attempts)s, %(worker)s, %(token)s, %(expires)s, %(started)s) RETURNING id",
+        {
+            "key": key,
+            "t": T0,
+            "state": "running" if running else "ready",
+            "attempts": 1 if running else 0,
+            "worker": "w" if running else None,
+            "token": "tok" if running else None,
+            "expires": T0 + 30 if running else None,
+            "started": T0 if running else None,
+        },
+    ).fetchone()
+    return int(row[0])
+
+
+def test_a_schema_at_0004_with_live_keys_migrates_to_0005(schema: str, raw: Any) -> None:
+    """0005 indexes keys by their digest: the live keys of a 0004 schema stay unique,
+    a running job's remembered request still becomes a job, and long keys then work."""
+    _open_at(schema, {1, 2, 3, 4}).close()
+    waiting = _insert(raw, "pending-key")
+    running_id = _insert(raw, "running-key", running=True)
+
+    new = _open_at(schema)
+    versions = [r[0] for r in raw.execute("SELECT version FROM crawlq_migrations ORDER BY 1")]
+    assert versions[:5] == [1, 2, 3, 4, 5]
+    [indexdef] = raw.execute(
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'crawlq_jobs_key' AND schemaname = %s",
+        (schema,),
+    ).fetchone()
+    assert "crawlq_digest(key)" in indexdef
+    [merged] = new.job_schedule([JobSpec(queue="q", task="t", key="pending-key", args=[1])])
+    assert (merged.job_id, merged.outcome) == (waiting, Outcome.UPDATED)
+    [deferred] = new.job_schedule([JobSpec(queue="q", task="t", key="running-key")])
+    assert (deferred.job_id, deferred.outcome) == (running_id, Outcome.DEFERRED)
+    assert new.job_complete([Completion(lease=Lease(running_id, "tok"))], now=T0) == [True]
+    live = [
+        j
+        for j in new.job_list(JobFilter(queue="q"))
+        if j.key == "running-key" and j.id != running_id
+    ]
+    assert len(live) == 1, "the remembered request became a job, through the new index"
+    [long_key] = new.job_schedule([JobSpec(queue="q", task="t", key=LONG)])
+    [again] = new.job_schedule([JobSpec(queue="q", task="t", key=LONG, args=[2])])
+    assert (again.job_id, again.outcome) == (long_key.job_id, Outcome.UPDATED)
+    new.close()
