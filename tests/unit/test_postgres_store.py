@@ -384,7 +384,7 @@ def test_a_transient_connection_error_is_retried_until_pool_timeout() -> None:
     try:
         url = f"postgresql://crawlq_full@{_base()}/postgres?pool_timeout=0.6"
         started = time.monotonic()
-        with pytest.raises(crawlq.StoreUnavailable, match=r"transient: retried for 0\.6 s"):
+        with pytest.raises(crawlq.StoreUnavailable, match=r"transient, retried for 0\.\d s"):
             crawlq.open_store(url)
         assert 0.4 < time.monotonic() - started < 3.0
     finally:

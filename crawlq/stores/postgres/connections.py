@@ -132,6 +132,7 @@ class Connections:
     def connect(self, deadline: float, *, starting: bool = False) -> Conn:
         """A new connection, trying again after transient refusals until ``deadline``
         (no retry if it has passed)."""
+        started = time.monotonic()
         while True:
             try:
                 return self._connect()
@@ -142,10 +143,13 @@ class Connections:
                         f"cannot connect to PostgreSQL at {self._where}: {_reason(exc)} "
                         f"(permanent, not retried: {fix})"
                     ) from exc
-                if time.monotonic() + RETRY_EVERY >= deadline:
+                now = time.monotonic()
+                if now + RETRY_EVERY >= deadline:
+                    tried = f", retried for {now - started:.1f} s" if now > started + 0.05 else ""
                     raise StoreUnavailable(
                         f"cannot connect to PostgreSQL at {self._where}: {_reason(exc)} "
-                        f"(transient: retried for {self._timeout:g} s, the pool_timeout)"
+                        f"(transient{tried}; calls retry for up to pool_timeout, "
+                        f"{self._timeout:g} s)"
                     ) from exc
             time.sleep(RETRY_EVERY)
 
