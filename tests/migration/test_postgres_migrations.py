@@ -37,16 +37,8 @@ def raw(schema: str) -> Iterator[Any]:
     conn.close()
 
 
-def _open_at(schema: str, versions: set[int] | None = None) -> pg.PostgresStore:
-    """A store on ``schema`` migrated to ``versions`` (all by default)."""
-    known = pg._known_migrations()
-    original = pg._known_migrations
-    if versions is not None:
-        pg._known_migrations = lambda: {v: known[v] for v in versions}  # type: ignore[assignment]
-    try:
-        store = crawlq.open_store(f"{servers.postgres().url}?schema={schema}")
-    finally:
-        pg._known_migrations = original  # type: ignore[assignment]
+def _open(schema: str) -> pg.PostgresStore:
+    store = crawlq.open_store(f"{servers.postgres().url}?schema={schema}")
     assert isinstance(store, pg.PostgresStore)
     return store
 
@@ -73,14 +65,19 @@ def _insert(raw: Any, key: str, running: bool = False) -> int:
     return int(row[0])
 
 
-def test_a_schema_at_0004_with_live_keys_migrates_to_0005(schema: str, raw: Any) -> None:
+def test_a_schema_at_0004_with_live_keys_migrates_to_0005(
+    schema: str, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """0005 indexes keys by their digest: the live keys of a 0004 schema stay unique,
     a running job's remembered request still becomes a job, and long keys then work."""
-    _open_at(schema, {1, 2, 3, 4}).close()
+    known = pg._known_migrations()
+    monkeypatch.setattr(pg, "_known_migrations", lambda: {v: known[v] for v in (1, 2, 3, 4)})
+    _open(schema).close()
+    monkeypatch.undo()
     waiting = _insert(raw, "pending-key")
     running_id = _insert(raw, "running-key", running=True)
 
-    new = _open_at(schema)
+    new = _open(schema)
     versions = [r[0] for r in raw.execute("SELECT version FROM crawlq_migrations ORDER BY 1")]
     assert versions[:5] == [1, 2, 3, 4, 5]
     [indexdef] = raw.execute(
