@@ -348,7 +348,8 @@ class PostgresStore:
             timeout=settings.pool_timeout,
         )
         try:
-            self._connections.open()
+            with _translate("connecting"):
+                self._connections.open()
             self.migrate()
         except BaseException:
             self._connections.close()
