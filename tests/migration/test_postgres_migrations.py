@@ -12,7 +12,7 @@ import pytest
 
 import crawlq
 from crawlq.jobs import JobSpec, Lease, Outcome
-from crawlq.stores.base import Completion, JobFilter
+from crawlq.stores.base import ClaimParams, Completion, JobFilter
 from tests import servers
 
 psycopg = pytest.importorskip("psycopg")
@@ -69,13 +69,15 @@ def test_a_schema_at_0004_with_live_keys_migrates_to_0005(
     schema: str, raw: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """0005 indexes keys by their digest: the live keys of a 0004 schema stay unique,
-    a running job's remembered request still becomes a job, and long keys then work."""
+    a running job's remembered request still becomes a job, a key record keeps its
+    limits, and long keys then work."""
     known = pg._known_migrations()
     monkeypatch.setattr(pg, "_known_migrations", lambda: {v: known[v] for v in (1, 2, 3, 4)})
     _open(schema).close()
     monkeypatch.undo()
     waiting = _insert(raw, "pending-key")
     running_id = _insert(raw, "running-key", running=True)
+    raw.execute("INSERT INTO crawlq_keys (key, max_running, source) VALUES ('host', 1, 'override')")
 
     new = _open(schema)
     versions = [r[0] for r in raw.execute("SELECT version FROM crawlq_migrations ORDER BY 1")]
@@ -96,6 +98,10 @@ def test_a_schema_at_0004_with_live_keys_migrates_to_0005(
         if j.key == "running-key" and j.id != running_id
     ]
     assert len(live) == 1, "the remembered request became a job, through the new index"
+    [record] = new.limit_get(["host"])
+    assert record is not None and record.limits.max_running == 1, "the key record is found"
+    new.job_schedule([JobSpec(queue="h", task="t", limit_key="host") for _ in range(2)])
+    assert len(new.job_claim(ClaimParams(queues=["h"], worker_id="w", limit=5))) == 1
     [long_key] = new.job_schedule([JobSpec(queue="q", task="t", key=LONG)])
     [again] = new.job_schedule([JobSpec(queue="q", task="t", key=LONG, args=[2])])
     assert (again.job_id, again.outcome) == (long_key.job_id, Outcome.UPDATED)

@@ -1,4 +1,4 @@
-"""Unique keys of any length (issue 14, item 15). PostgreSQL refused keys over about
+"""Unique keys and limit keys of any length (issue 14, item 15). PostgreSQL refused keys over about
 2.7 kB ("index row size 2848 exceeds btree version 4 maximum 2704"), as a
 StoreUnavailable, while SQLite and Redis took them; as a child's key it kept the parent
 from ever completing. A 10 kB key works on every path a key takes, on every store."""
@@ -11,10 +11,12 @@ from store_helpers import (
     T0,
     add,
     all_jobs,
+    claim,
     claim_one,
     complete,
     crawl_of,
     get,
+    key_limit,
     make_dead,
     new_crawl,
     schedule,
@@ -22,6 +24,7 @@ from store_helpers import (
 )
 
 from crawlq.jobs import JobState, Outcome
+from crawlq.limits import Limits
 from crawlq.stores.base import JobFilter, Store
 
 LONG = "https://example.com/" + "".join(
@@ -88,3 +91,28 @@ def test_on_finish_with_a_10_kb_key(store: Store) -> None:
     job = claim_one(store)
     assert complete(store, job.lease)
     assert crawl_of(store, crawl.id).on_finish_job == live.job_id, "the live job stands for it"
+
+
+def test_a_10_kb_limit_key_keeps_its_limits(store: Store) -> None:
+    """Limit keys are indexed too (crawlq_keys and the waiting jobs of a key)."""
+    store.limit_set(LONG, Limits(max_running=1), now=T0)
+    schedule(store, *(spec(limit_key=LONG, args=[n]) for n in range(3)))
+    schedule(store, spec(limit_key=TWIN, args=["twin"]))
+    first = claim(store, limit=10)
+    assert sorted((j.limit_key == LONG, j.args) for j in first) == [
+        (False, ["twin"]),
+        (True, [0]),
+    ], "one job of the capped key, and the other key's job"
+    record = key_limit(store, LONG)
+    assert (record.key, record.running, record.pending) == (LONG, 1, 2)
+    assert [r is None for r in store.limit_get([LONG + "?"], now=T0)] == [True]
+    done = next(j for j in first if j.limit_key == LONG)
+    assert complete(store, done.lease)
+    [second] = claim(store, limit=10)
+    assert (second.limit_key, second.args) == (LONG, [1])
+    store.limit_block(LONG, T0 + 100, now=T0)
+    assert complete(store, second.lease)
+    assert claim(store, limit=10) == [], "blocked"
+    [third] = claim(store, limit=10, now=T0 + 100)
+    assert third.args == [2]
+    assert [k.key for k in store.limit_list()] == sorted([LONG, TWIN])

@@ -614,7 +614,7 @@ def test_a_claim_reads_only_fronts_however_many_jobs_wait_behind_blocked_keys(
 def test_the_best_waiting_job_of_a_key_is_found_by_the_waiting_index(
     open_pg: OpenPG, raw: Any
 ) -> None:
-    """The query crawlq_reconcile (migration 0003) runs for a key that needs a front."""
+    """The query crawlq_reconcile (migration 0005) runs for a key that needs a front."""
     open_pg()
     raw.execute(
         """INSERT INTO crawlq_jobs (queue, task, args, kwargs, priority, run_at, state,
@@ -627,7 +627,8 @@ def test_the_best_waiting_job_of_a_key_is_found_by_the_waiting_index(
     plan = _generic_plan(
         raw,
         """SELECT id, run_at FROM crawlq_jobs
-           WHERE limit_key = %(key)s AND state = 'waiting'
+           WHERE crawlq_digest(limit_key) = crawlq_digest(%(key)s::text)
+             AND state = 'waiting'
            ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED""",
         {"key": "w7"},
     )

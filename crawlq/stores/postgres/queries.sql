@@ -598,7 +598,7 @@ DELETE FROM crawlq_limit_defaults WHERE queue = %(queue)s;
 -- name: limit_set
 INSERT INTO crawlq_keys AS k (key, max_running, min_interval, source)
 VALUES (%(key)s, %(max_running)s::integer, %(min_interval)s, 'override')
-ON CONFLICT (key) DO UPDATE
+ON CONFLICT (crawlq_digest(key)) DO UPDATE
 SET max_running = excluded.max_running, min_interval = excluded.min_interval,
     source = 'override'
 RETURNING front;
@@ -606,7 +606,7 @@ RETURNING front;
 -- name: limit_block
 INSERT INTO crawlq_keys AS k (key, source, blocked_until)
 VALUES (%(key)s, 'none', %(until)s)
-ON CONFLICT (key) DO UPDATE
+ON CONFLICT (crawlq_digest(key)) DO UPDATE
 SET blocked_until = greatest(k.blocked_until, excluded.blocked_until)
 RETURNING front;
 
@@ -620,7 +620,8 @@ WHERE id = %(id)s AND state IN ('scheduled', 'ready');
 -- name: limit_demote_front
 UPDATE crawlq_jobs
 SET state = 'waiting', run_at = coalesce(own_run_at, run_at), own_run_at = NULL
-WHERE id = (SELECT front FROM crawlq_keys WHERE key = %(key)s)
+WHERE id = (SELECT front FROM crawlq_keys
+            WHERE crawlq_digest(key) = crawlq_digest(%(key)s::text) AND key = %(key)s::text)
   AND state IN ('scheduled', 'ready');
 
 -- name: limit_reconcile
@@ -631,7 +632,8 @@ SELECT k.key, k.max_running, k.min_interval, k.source, k.blocked_until, k.runnin
        k.last_start, k.pending, f.run_at AS next_start
 FROM crawlq_keys AS k
 LEFT JOIN crawlq_jobs AS f ON f.id = k.front
-WHERE k.key = ANY(%(keys)s::text[]);
+WHERE crawlq_digest(k.key) = ANY(crawlq_digests(%(keys)s::text[]))
+  AND k.key = ANY(%(keys)s::text[]);
 
 -- name: limit_list
 SELECT k.key, k.max_running, k.min_interval, k.source, k.blocked_until, k.running,

@@ -1,9 +1,12 @@
--- Unique keys of any length (issue 14). A btree entry holds at most about 2.7 kB, so a
--- unique index on the key itself refused longer keys ("index row size 2848 exceeds btree
--- version 4 maximum 2704"), while SQLite and Redis took them. The key stays in its
--- column; uniqueness and lookups go through crawlq_digest(key), its SHA-256 (32 bytes),
--- and every lookup also compares the key itself. The two functions that insert jobs
--- name the new index in ON CONFLICT and are otherwise those of 0003.
+-- Keys of any length (issue 14). A btree entry holds at most about 2.7 kB, so a unique
+-- index on a key itself refused longer keys ("index row size 2848 exceeds btree version 4
+-- maximum 2704"), while SQLite and Redis took them. Keys stay in their columns; unique
+-- keys (crawlq_jobs.key) and limit keys (crawlq_keys.key, crawlq_jobs.limit_key) are
+-- indexed by crawlq_digest(key), their SHA-256 (32 bytes). A look-up through a unique
+-- index compares the key itself too; a key's waiting jobs are found by the digest alone
+-- (comparing the key as well makes the planner expect one row, and sort them all instead
+-- of reading the first in order). The functions that name those indexes (ON CONFLICT) or
+-- look keys up are replaced; each is that of 0003 with only those lines changed.
 
 -- The SHA-256 of a text's UTF-8 bytes. IMMUTABLE so that an index can use it:
 -- convert_to is only STABLE because a conversion could be redefined, and crawlq defines
@@ -12,10 +15,100 @@ CREATE FUNCTION crawlq_digest(t text) RETURNS bytea
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     AS $$ SELECT sha256(convert_to(t, 'UTF8')) $$;
 
+-- The digests of some keys (for "crawlq_digest(key) = ANY(...)", which an index serves).
+CREATE FUNCTION crawlq_digests(t text[]) RETURNS bytea[]
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path FROM CURRENT
+    AS $$ SELECT array_agg(crawlq_digest(x)) FROM unnest(t) AS x $$;
+
 DROP INDEX crawlq_jobs_key;
 CREATE UNIQUE INDEX crawlq_jobs_key ON crawlq_jobs (queue, crawlq_digest(key))
     WHERE key IS NOT NULL
       AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running');
+
+ALTER TABLE crawlq_keys DROP CONSTRAINT crawlq_keys_pkey;
+ALTER TABLE crawlq_keys ALTER COLUMN key SET NOT NULL;
+CREATE UNIQUE INDEX crawlq_keys_key ON crawlq_keys (crawlq_digest(key));
+
+DROP INDEX crawlq_jobs_waiting;
+CREATE INDEX crawlq_jobs_waiting
+    ON crawlq_jobs (crawlq_digest(limit_key), priority DESC, run_at, id)
+    WHERE state = 'waiting';
+
+
+CREATE OR REPLACE FUNCTION crawlq_reconcile(keys text[], now double precision) RETURNS void
+    LANGUAGE sql SET search_path FROM CURRENT AS $$
+    WITH k AS (
+        SELECT key, min_interval, blocked_until, last_start FROM crawlq_keys
+        WHERE crawlq_digest(key) = ANY(crawlq_digests(keys)) AND key = ANY(keys)
+          AND front IS NULL
+          AND (max_running IS NULL OR running < max_running)
+        ORDER BY key
+        FOR UPDATE
+    ), pick AS (
+        SELECT k.key, j.id, j.run_at,
+               greatest(j.run_at, k.last_start + k.min_interval, k.blocked_until) AS gate
+        FROM k CROSS JOIN LATERAL (
+            SELECT id, run_at FROM crawlq_jobs
+            WHERE crawlq_digest(limit_key) = crawlq_digest(k.key) AND state = 'waiting'
+            ORDER BY priority DESC, run_at, id
+            LIMIT 1
+            FOR UPDATE SKIP LOCKED
+        ) AS j
+    ), fronts AS (
+        UPDATE crawlq_keys SET front = pick.id FROM pick
+        WHERE crawlq_digest(crawlq_keys.key) = crawlq_digest(pick.key)
+          AND crawlq_keys.key = pick.key
+    )
+    UPDATE crawlq_jobs AS j
+    SET own_run_at = CASE WHEN pick.gate > pick.run_at THEN pick.run_at END,
+        run_at = pick.gate,
+        state = CASE WHEN pick.gate <= now THEN 'ready' ELSE 'scheduled' END
+    FROM pick WHERE j.id = pick.id;
+$$;
+
+CREATE OR REPLACE FUNCTION crawlq_jobs_inserted() RETURNS trigger
+    LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO crawlq_count_deltas (queue, state, n)
+    SELECT queue, state, count(*) FROM new_rows GROUP BY queue, state;
+    PERFORM pg_notify('crawlq_jobs', TG_TABLE_SCHEMA || ':' || queue)
+    FROM (SELECT DISTINCT queue FROM new_rows
+          WHERE state IN ('scheduled', 'ready')) AS woken;
+    IF NOT EXISTS (SELECT FROM new_rows
+                   WHERE crawl_id IS NOT NULL OR limit_key IS NOT NULL) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM crawlq_crawls_apply(json_agg(json_build_object(
+        'crawl_id', crawl_id, 'state', state, 'n', 1, 'finished_at', created_at)))
+    FROM new_rows WHERE crawl_id IS NOT NULL;
+    -- A key used for the first time (or only blocked so far) takes its settings from the
+    -- crawl of its first new job, else from the queue default, else none.
+    INSERT INTO crawlq_keys AS k (key, max_running, min_interval, source, pending)
+    SELECT DISTINCT ON (f.limit_key) f.limit_key,
+           CASE WHEN c.limits IS NOT NULL THEN (c.limits ->> 'max_running')::integer
+                ELSE qd.max_running END,
+           coalesce(CASE WHEN c.limits IS NOT NULL
+                         THEN (c.limits ->> 'min_interval')::double precision
+                         ELSE qd.min_interval END, 0),
+           'default', f.pending
+    FROM (SELECT n.*, count(*) FILTER (WHERE n.state IN ('scheduled', 'ready', 'waiting',
+                                                        'held'))
+                      OVER (PARTITION BY n.limit_key) AS pending
+          FROM new_rows AS n WHERE n.limit_key IS NOT NULL) AS f
+    LEFT JOIN crawlq_crawls AS c ON c.id = f.crawl_id
+    LEFT JOIN crawlq_limit_defaults AS qd ON qd.queue = f.queue
+    ORDER BY f.limit_key, f.id
+    ON CONFLICT (crawlq_digest(key)) DO UPDATE
+    SET pending = k.pending + excluded.pending,
+        max_running = CASE WHEN k.source = 'none' THEN excluded.max_running
+                           ELSE k.max_running END,
+        min_interval = CASE WHEN k.source = 'none' THEN excluded.min_interval
+                            ELSE k.min_interval END,
+        source = CASE WHEN k.source = 'none' THEN 'default' ELSE k.source END;
+    PERFORM crawlq_reconcile(array_agg(DISTINCT limit_key), NULL)
+    FROM new_rows WHERE limit_key IS NOT NULL AND state = 'waiting';
+    RETURN NULL;
+END $$;
 
 CREATE OR REPLACE FUNCTION crawlq_jobs_updated() RETURNS trigger
     LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
@@ -79,7 +172,7 @@ BEGIN
         LEFT JOIN crawlq_limit_defaults AS qd ON qd.queue = n.queue
         WHERE n.limit_key IS NOT NULL AND o.state = 'dead' AND n.state <> 'dead'
         ORDER BY n.limit_key, n.id
-        ON CONFLICT (key) DO UPDATE
+        ON CONFLICT (crawlq_digest(key)) DO UPDATE
         SET max_running = excluded.max_running, min_interval = excluded.min_interval,
             source = 'default'
         WHERE k.source = 'none';
@@ -110,14 +203,16 @@ BEGIN
             FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
             WHERE n.limit_key IS NOT NULL AND o.state IN ('scheduled', 'ready')
               AND n.state NOT IN ('scheduled', 'ready');
-            PERFORM FROM crawlq_keys WHERE key = ANY(a_keys) ORDER BY key FOR UPDATE;
+            PERFORM FROM crawlq_keys
+            WHERE crawlq_digest(key) = ANY(crawlq_digests(a_keys)) AND key = ANY(a_keys)
+            ORDER BY key FOR UPDATE;
             UPDATE crawlq_keys AS k
             SET pending = k.pending + d.pending, running = k.running + d.running,
                 last_start = CASE WHEN d.started IS NULL THEN k.last_start
                                   ELSE greatest(k.last_start, d.started) END,
                 front = CASE WHEN k.front = ANY(a_gone) THEN NULL ELSE k.front END
             FROM unnest(a_keys, a_pending, a_running, a_started) AS d(key, pending, running, started)
-            WHERE k.key = d.key;
+            WHERE crawlq_digest(k.key) = crawlq_digest(d.key) AND k.key = d.key;
             PERFORM crawlq_reconcile(a_keys, NULL);
         END IF;
     END IF;
