@@ -620,8 +620,7 @@ WHERE id = %(id)s AND state IN ('scheduled', 'ready');
 -- name: limit_demote_front
 UPDATE crawlq_jobs
 SET state = 'waiting', run_at = coalesce(own_run_at, run_at), own_run_at = NULL
-WHERE id = (SELECT front FROM crawlq_keys
-            WHERE crawlq_digest(key) = crawlq_digest(%(key)s::text) AND key = %(key)s::text)
+WHERE id = (SELECT front FROM crawlq_keys WHERE key = %(key)s)
   AND state IN ('scheduled', 'ready');
 
 -- name: limit_reconcile
@@ -632,8 +631,7 @@ SELECT k.key, k.max_running, k.min_interval, k.source, k.blocked_until, k.runnin
        k.last_start, k.pending, f.run_at AS next_start
 FROM crawlq_keys AS k
 LEFT JOIN crawlq_jobs AS f ON f.id = k.front
-WHERE crawlq_digest(k.key) = ANY(crawlq_digests(%(keys)s::text[]))
-  AND k.key = ANY(%(keys)s::text[]);
+WHERE k.key = ANY(%(keys)s::text[]);
 
 -- name: limit_list
 SELECT k.key, k.max_running, k.min_interval, k.source, k.blocked_until, k.running,

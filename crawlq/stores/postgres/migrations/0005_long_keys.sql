@@ -1,12 +1,15 @@
 -- Keys of any length (issue 14). A btree entry holds at most about 2.7 kB, so a unique
 -- index on a key itself refused longer keys ("index row size 2848 exceeds btree version 4
--- maximum 2704"), while SQLite and Redis took them. Keys stay in their columns; unique
--- keys (crawlq_jobs.key) and limit keys (crawlq_keys.key, crawlq_jobs.limit_key) are
--- indexed by crawlq_digest(key), their SHA-256 (32 bytes). A look-up through a unique
--- index compares the key itself too; a key's waiting jobs are found by the digest alone
--- (comparing the key as well makes the planner expect one row, and sort them all instead
--- of reading the first in order). The functions that name those indexes (ON CONFLICT) or
--- look keys up are replaced; each is that of 0003 with only those lines changed.
+-- maximum 2704"), while SQLite and Redis took them. Keys stay in their columns:
+-- - unique keys (crawlq_jobs.key) are unique by crawlq_digest(key), their SHA-256 (32
+--   bytes); a look-up by key goes through that index and compares the key too;
+-- - limit keys: a key record (crawlq_keys) is unique by its digest and found by a hash
+--   index on the key (no size limit, and no digest to compute for each row a plan
+--   reads); a key's waiting jobs are ordered in an index led by the digest of their
+--   limit_key, and found by the digest alone (comparing the key as well makes the
+--   planner expect one row, and sort them all instead of reading the first in order).
+-- The functions that name those indexes (ON CONFLICT) or look jobs up by key are
+-- replaced; each is that of 0003 with only those lines changed.
 
 -- The SHA-256 of a text's UTF-8 bytes. IMMUTABLE so that an index can use it:
 -- convert_to is only STABLE because a conversion could be redefined, and crawlq defines
@@ -14,11 +17,6 @@
 CREATE FUNCTION crawlq_digest(t text) RETURNS bytea
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     AS $$ SELECT sha256(convert_to(t, 'UTF8')) $$;
-
--- The digests of some keys (for "crawlq_digest(key) = ANY(...)", which an index serves).
-CREATE FUNCTION crawlq_digests(t text[]) RETURNS bytea[]
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SET search_path FROM CURRENT
-    AS $$ SELECT array_agg(crawlq_digest(x)) FROM unnest(t) AS x $$;
 
 DROP INDEX crawlq_jobs_key;
 CREATE UNIQUE INDEX crawlq_jobs_key ON crawlq_jobs (queue, crawlq_digest(key))
@@ -28,6 +26,7 @@ CREATE UNIQUE INDEX crawlq_jobs_key ON crawlq_jobs (queue, crawlq_digest(key))
 ALTER TABLE crawlq_keys DROP CONSTRAINT crawlq_keys_pkey;
 ALTER TABLE crawlq_keys ALTER COLUMN key SET NOT NULL;
 CREATE UNIQUE INDEX crawlq_keys_key ON crawlq_keys (crawlq_digest(key));
+CREATE INDEX crawlq_keys_lookup ON crawlq_keys USING hash (key);
 
 DROP INDEX crawlq_jobs_waiting;
 CREATE INDEX crawlq_jobs_waiting
@@ -39,8 +38,7 @@ CREATE OR REPLACE FUNCTION crawlq_reconcile(keys text[], now double precision) R
     LANGUAGE sql SET search_path FROM CURRENT AS $$
     WITH k AS (
         SELECT key, min_interval, blocked_until, last_start FROM crawlq_keys
-        WHERE crawlq_digest(key) = ANY(crawlq_digests(keys)) AND key = ANY(keys)
-          AND front IS NULL
+        WHERE key = ANY(keys) AND front IS NULL
           AND (max_running IS NULL OR running < max_running)
         ORDER BY key
         FOR UPDATE
@@ -55,9 +53,7 @@ CREATE OR REPLACE FUNCTION crawlq_reconcile(keys text[], now double precision) R
             FOR UPDATE SKIP LOCKED
         ) AS j
     ), fronts AS (
-        UPDATE crawlq_keys SET front = pick.id FROM pick
-        WHERE crawlq_digest(crawlq_keys.key) = crawlq_digest(pick.key)
-          AND crawlq_keys.key = pick.key
+        UPDATE crawlq_keys SET front = pick.id FROM pick WHERE crawlq_keys.key = pick.key
     )
     UPDATE crawlq_jobs AS j
     SET own_run_at = CASE WHEN pick.gate > pick.run_at THEN pick.run_at END,
@@ -203,16 +199,14 @@ BEGIN
             FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
             WHERE n.limit_key IS NOT NULL AND o.state IN ('scheduled', 'ready')
               AND n.state NOT IN ('scheduled', 'ready');
-            PERFORM FROM crawlq_keys
-            WHERE crawlq_digest(key) = ANY(crawlq_digests(a_keys)) AND key = ANY(a_keys)
-            ORDER BY key FOR UPDATE;
+            PERFORM FROM crawlq_keys WHERE key = ANY(a_keys) ORDER BY key FOR UPDATE;
             UPDATE crawlq_keys AS k
             SET pending = k.pending + d.pending, running = k.running + d.running,
                 last_start = CASE WHEN d.started IS NULL THEN k.last_start
                                   ELSE greatest(k.last_start, d.started) END,
                 front = CASE WHEN k.front = ANY(a_gone) THEN NULL ELSE k.front END
             FROM unnest(a_keys, a_pending, a_running, a_started) AS d(key, pending, running, started)
-            WHERE crawlq_digest(k.key) = crawlq_digest(d.key) AND k.key = d.key;
+            WHERE k.key = d.key;
             PERFORM crawlq_reconcile(a_keys, NULL);
         END IF;
     END IF;
