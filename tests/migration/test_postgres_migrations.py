@@ -86,7 +86,11 @@ def test_a_schema_at_0004_with_live_keys_migrates_to_0005(
         "SELECT indexdef FROM pg_indexes WHERE indexname = 'crawlq_jobs_key' AND schemaname = %s",
         (schema,),
     ).fetchone()
-    assert "crawlq_digest(key)" in indexdef
+    assert "(queue, key_digest)" in indexdef
+    digests = raw.execute(
+        "SELECT count(*) FROM crawlq_jobs WHERE key_digest = crawlq_digest(key)"
+    ).fetchone()
+    assert digests == (2,), "the live jobs' keys got their digests"
     [merged] = new.job_schedule([JobSpec(queue="q", task="t", key="pending-key", args=[1])])
     assert (merged.job_id, merged.outcome) == (waiting, Outcome.UPDATED)
     [deferred] = new.job_schedule([JobSpec(queue="q", task="t", key="running-key")])

@@ -584,9 +584,10 @@ def test_a_claim_reads_only_fronts_however_many_jobs_wait_behind_blocked_keys(
     )
     raw.execute(
         """INSERT INTO crawlq_jobs (queue, task, args, kwargs, priority, run_at, state,
-                                    max_attempts, lease_seconds, created_at, limit_key)
-           SELECT 'q', 't', '[]', '{}', 0, %s, 'waiting', 3, 30, %s, 'w' || (i %% 1000)
-           FROM generate_series(1, 200000) AS i""",
+                                    max_attempts, lease_seconds, created_at, limit_key,
+                                    limit_digest)
+           SELECT 'q', 't', '[]', '{}', 0, %s, 'waiting', 3, 30, %s, k, crawlq_digest(k)
+           FROM generate_series(1, 200000) AS i, LATERAL (SELECT 'w' || (i %% 1000)) AS x(k)""",
         [T0, T0],
     )
     store.job_schedule([spec(args=[i]) for i in range(50)], now=T0)
@@ -618,17 +619,17 @@ def test_the_best_waiting_job_of_a_key_is_found_by_the_waiting_index(
     open_pg()
     raw.execute(
         """INSERT INTO crawlq_jobs (queue, task, args, kwargs, priority, run_at, state,
-                                    max_attempts, lease_seconds, created_at, limit_key)
-           SELECT 'q', 't', '[]', '{}', i %% 5, %s, 'waiting', 3, 30, %s, 'w' || (i %% 1000)
-           FROM generate_series(1, 100000) AS i""",
+                                    max_attempts, lease_seconds, created_at, limit_key,
+                                    limit_digest)
+           SELECT 'q', 't', '[]', '{}', i %% 5, %s, 'waiting', 3, 30, %s, k, crawlq_digest(k)
+           FROM generate_series(1, 100000) AS i, LATERAL (SELECT 'w' || (i %% 1000)) AS x(k)""",
         [T0, T0],
     )
     raw.execute("ANALYZE")
     plan = _generic_plan(
         raw,
         """SELECT id, run_at FROM crawlq_jobs
-           WHERE crawlq_digest(limit_key) = crawlq_digest(%(key)s::text)
-             AND state = 'waiting'
+           WHERE limit_digest = crawlq_digest(%(key)s::text) AND state = 'waiting'
            ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED""",
         {"key": "w7"},
     )

@@ -43,7 +43,7 @@ VALUES (%(version)s, %(name)s, extract(epoch FROM now())::double precision);
 -- name: job_insert_many
 -- New jobs, in input order (ids grow with it). On a live (queue, key), including one
 -- inserted earlier in the same input, nothing is inserted: created is false (keys are
--- unique by their digest, migration 0005, so a key of any length fits). A job of a
+-- unique by key_digest, migration 0005, so a key of any length fits). A job of a
 -- paused crawl is 'held', one with a limit key 'waiting' (the trigger picks fronts).
 -- The jobs come as one JSON list of objects (_insert_params in store.py), which costs
 -- the client a third of what one array per column did.
@@ -60,15 +60,16 @@ WITH input AS (
 ), inserted AS (
     INSERT INTO crawlq_jobs (id, queue, task, args, kwargs, key, priority, run_at, state,
                              max_attempts, lease_seconds, timeout, created_at, crawl_id,
-                             limit_key)
+                             limit_key, key_digest, limit_digest)
     SELECT id, queue, task, args, kwargs, key, priority, run_at,
            CASE WHEN hold THEN 'held'
                 WHEN limit_key IS NOT NULL THEN 'waiting'
                 WHEN run_at <= crawlq_now(%(now)s) THEN 'ready' ELSE 'scheduled' END,
-           max_attempts, lease_seconds, timeout, crawlq_now(%(now)s), crawl_id, limit_key
+           max_attempts, lease_seconds, timeout, crawlq_now(%(now)s), crawl_id, limit_key,
+           crawlq_digest(key), crawlq_digest(limit_key)
     FROM input
     ORDER BY ord
-    ON CONFLICT (queue, crawlq_digest(key))
+    ON CONFLICT (queue, key_digest)
         WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
     DO NOTHING
     RETURNING id
@@ -83,17 +84,18 @@ ORDER BY input.ord;
 -- time of job_insert_many per call). Its id, or no row when its (queue, key) is live.
 INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state,
                          max_attempts, lease_seconds, timeout, created_at, crawl_id,
-                         limit_key)
+                         limit_key, key_digest, limit_digest)
 SELECT %(queue)s::text, %(task)s::text, %(args)s::json, %(kwargs)s::json, %(key)s::text,
        %(priority)s::bigint, s.run_at,
        CASE WHEN %(hold)s::boolean THEN 'held'
             WHEN %(limit_key)s::text IS NOT NULL THEN 'waiting'
             WHEN s.run_at <= crawlq_now(%(now)s) THEN 'ready' ELSE 'scheduled' END,
        %(max_attempts)s::integer, %(lease_seconds)s::float8, %(timeout)s::float8,
-       crawlq_now(%(now)s), %(crawl_id)s::bigint, %(limit_key)s::text
+       crawlq_now(%(now)s), %(crawl_id)s::bigint, %(limit_key)s::text,
+       crawlq_digest(%(key)s::text), crawlq_digest(%(limit_key)s::text)
 FROM (SELECT coalesce(%(given_run_at)s::float8, crawlq_now(%(now)s) + %(delay)s::float8)
       AS run_at) AS s
-ON CONFLICT (queue, crawlq_digest(key))
+ON CONFLICT (queue, key_digest)
     WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
 DO NOTHING
 RETURNING id;
@@ -105,7 +107,7 @@ SELECT j.id, j.queue, j.key, j.state, j.task, j.args, j.kwargs, j.priority, j.ru
        j.limit_key, crawlq_now(%(now)s) AS now
 FROM (SELECT DISTINCT * FROM unnest(%(queue)s::text[], %(key)s::text[])) AS k(queue, key)
 JOIN crawlq_jobs AS j
-  ON j.queue = k.queue AND crawlq_digest(j.key) = crawlq_digest(k.key) AND j.key = k.key
+  ON j.queue = k.queue AND j.key_digest = crawlq_digest(k.key) AND j.key = k.key
 WHERE j.state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
 ORDER BY j.id
 FOR UPDATE OF j;
@@ -299,8 +301,7 @@ FROM chosen
 WHERE j.id = chosen.id AND j.state = 'dead'
   AND (j.key IS NULL OR NOT EXISTS (
         SELECT 1 FROM crawlq_jobs AS live
-        WHERE live.queue = j.queue AND crawlq_digest(live.key) = crawlq_digest(j.key)
-          AND live.key = j.key
+        WHERE live.queue = j.queue AND live.key_digest = j.key_digest AND live.key = j.key
           AND live.state IN ('scheduled', 'ready', 'waiting', 'held', 'running')))
   AND (j.crawl_id IS NULL OR EXISTS (
         SELECT 1 FROM crawlq_crawls AS c

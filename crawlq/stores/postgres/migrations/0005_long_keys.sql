@@ -1,15 +1,17 @@
 -- Keys of any length (issue 14). A btree entry holds at most about 2.7 kB, so a unique
 -- index on a key itself refused longer keys ("index row size 2848 exceeds btree version 4
 -- maximum 2704"), while SQLite and Redis took them. Keys stay in their columns:
--- - unique keys (crawlq_jobs.key) are unique by crawlq_digest(key), their SHA-256 (32
---   bytes); a look-up by key goes through that index and compares the key too;
--- - limit keys: a key record (crawlq_keys) is unique by its digest and found by a hash
---   index on the key (no size limit, and no digest to compute for each row a plan
---   reads); a key's waiting jobs are ordered in an index led by the digest of their
---   limit_key, and found by the digest alone (comparing the key as well makes the
---   planner expect one row, and sort them all instead of reading the first in order).
--- The functions that name those indexes (ON CONFLICT) or look jobs up by key are
--- replaced; each is that of 0003 with only those lines changed.
+-- - a job's key and limit key have their SHA-256 (crawlq_digest, 32 bytes) in key_digest
+--   and limit_digest, written when the job is inserted (the key never changes after), so
+--   the many updates of a job copy them instead of hashing again. Uniqueness is on
+--   (queue, key_digest); a look-up by key compares the key too;
+-- - a key's waiting jobs are ordered in an index led by limit_digest, and found by the
+--   digest alone (comparing the key as well makes the planner expect one row, and sort
+--   them all instead of reading the first in order);
+-- - a key record (crawlq_keys) is unique by its digest and found by a hash index on the
+--   key (no size limit; its frequent counter updates stay HOT).
+-- The functions that insert jobs or look them up by key are replaced; each is that of
+-- 0003 with only those lines changed.
 
 -- The SHA-256 of a text's UTF-8 bytes. IMMUTABLE so that an index can use it:
 -- convert_to is only STABLE because a conversion could be redefined, and crawlq defines
@@ -18,8 +20,17 @@ CREATE FUNCTION crawlq_digest(t text) RETURNS bytea
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     AS $$ SELECT sha256(convert_to(t, 'UTF8')) $$;
 
+ALTER TABLE crawlq_jobs ADD COLUMN key_digest bytea, ADD COLUMN limit_digest bytea;
+ALTER TABLE crawlq_jobs DISABLE TRIGGER crawlq_jobs_updated;  -- nothing else changes
+UPDATE crawlq_jobs
+SET key_digest = crawlq_digest(key), limit_digest = crawlq_digest(limit_key)
+WHERE key IS NOT NULL OR limit_key IS NOT NULL;
+ALTER TABLE crawlq_jobs ENABLE TRIGGER crawlq_jobs_updated;
+ALTER TABLE crawlq_jobs ADD CONSTRAINT crawlq_jobs_digests
+    CHECK ((key_digest IS NULL) = (key IS NULL) AND (limit_digest IS NULL) = (limit_key IS NULL));
+
 DROP INDEX crawlq_jobs_key;
-CREATE UNIQUE INDEX crawlq_jobs_key ON crawlq_jobs (queue, crawlq_digest(key))
+CREATE UNIQUE INDEX crawlq_jobs_key ON crawlq_jobs (queue, key_digest)
     WHERE key IS NOT NULL
       AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running');
 
@@ -29,8 +40,7 @@ CREATE UNIQUE INDEX crawlq_keys_key ON crawlq_keys (crawlq_digest(key));
 CREATE INDEX crawlq_keys_lookup ON crawlq_keys USING hash (key);
 
 DROP INDEX crawlq_jobs_waiting;
-CREATE INDEX crawlq_jobs_waiting
-    ON crawlq_jobs (crawlq_digest(limit_key), priority DESC, run_at, id)
+CREATE INDEX crawlq_jobs_waiting ON crawlq_jobs (limit_digest, priority DESC, run_at, id)
     WHERE state = 'waiting';
 
 
@@ -47,7 +57,7 @@ CREATE OR REPLACE FUNCTION crawlq_reconcile(keys text[], now double precision) R
                greatest(j.run_at, k.last_start + k.min_interval, k.blocked_until) AS gate
         FROM k CROSS JOIN LATERAL (
             SELECT id, run_at FROM crawlq_jobs
-            WHERE crawlq_digest(limit_key) = crawlq_digest(k.key) AND state = 'waiting'
+            WHERE limit_digest = crawlq_digest(k.key) AND state = 'waiting'
             ORDER BY priority DESC, run_at, id
             LIMIT 1
             FOR UPDATE SKIP LOCKED
@@ -214,14 +224,14 @@ BEGIN
     -- live again or its crawl closed; held in a paused crawl; waiting with a limit key).
     INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state,
                              max_attempts, lease_seconds, timeout, created_at, crawl_id,
-                             limit_key)
+                             limit_key, key_digest, limit_digest)
     SELECT new_rows.queue, f.task, f.args, f.kwargs, new_rows.key, f.priority, f.run_at,
            CASE WHEN c.state = 'paused' THEN 'held'
                 WHEN f.limit_key IS NOT NULL THEN 'waiting'
                 WHEN f.run_at <= new_rows.finished_at THEN 'ready'
                 ELSE 'scheduled' END,
            f.max_attempts, f.lease_seconds, f.timeout, new_rows.finished_at, f.crawl,
-           f.limit_key
+           f.limit_key, new_rows.key_digest, crawlq_digest(f.limit_key)
     FROM new_rows
     JOIN old_rows ON old_rows.id = new_rows.id
     CROSS JOIN LATERAL json_to_record(new_rows.followup) AS f(
@@ -233,7 +243,7 @@ BEGIN
       AND new_rows.followup IS NOT NULL
       AND (f.crawl IS NULL OR c.state IN ('running', 'paused'))
     ORDER BY new_rows.id
-    ON CONFLICT (queue, crawlq_digest(key))
+    ON CONFLICT (queue, key_digest)
         WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
     DO NOTHING;
     RETURN NULL;
@@ -254,23 +264,25 @@ BEGIN
         RETURN NULL;
     END IF;
     INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state,
-                             max_attempts, lease_seconds, timeout, created_at, limit_key)
+                             max_attempts, lease_seconds, timeout, created_at, limit_key,
+                             key_digest, limit_digest)
     SELECT s.queue, s.task, s.args, s.kwargs, s.key, s.priority, r.run_at,
            CASE WHEN s.limit_key IS NOT NULL THEN 'waiting'
                 WHEN r.run_at <= at THEN 'ready' ELSE 'scheduled' END,
-           s.max_attempts, s.lease_seconds, s.timeout, at, s.limit_key
+           s.max_attempts, s.lease_seconds, s.timeout, at, s.limit_key,
+           crawlq_digest(s.key), crawlq_digest(s.limit_key)
     FROM json_to_record(spec) AS s(
         queue text, task text, args json, kwargs json, key text, priority bigint,
         run_at double precision, delay double precision, max_attempts integer,
         lease_seconds double precision, timeout double precision, limit_key text)
     CROSS JOIN LATERAL (SELECT coalesce(s.run_at, at + s.delay) AS run_at) AS r
-    ON CONFLICT (queue, crawlq_digest(key))
+    ON CONFLICT (queue, key_digest)
         WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
     DO NOTHING
     RETURNING id INTO job;
     IF job IS NULL THEN  -- its key is live: that job stands for it
         SELECT j.id INTO job FROM crawlq_jobs AS j, json_to_record(spec) AS s(queue text, key text)
-        WHERE j.queue = s.queue AND crawlq_digest(j.key) = crawlq_digest(s.key) AND j.key = s.key
+        WHERE j.queue = s.queue AND j.key_digest = crawlq_digest(s.key) AND j.key = s.key
           AND j.state IN ('scheduled', 'ready', 'waiting', 'held', 'running');
     END IF;
     UPDATE crawlq_crawls SET on_finish_job = job WHERE id = NEW.id;
