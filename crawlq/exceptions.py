@@ -9,8 +9,10 @@ A subclass's docstring is its default message::
     ├── CrawlNotFound           no crawl has this id
     ├── CrawlClosed             the crawl finished or was cancelled: it takes no jobs
     ├── AddressRefused          the crawler refuses to connect to this host or address
-    └── StoreError              anything that went wrong inside a store
-        └── StoreUnavailable    the store cannot be reached or stayed locked too long
+    └── StoreError              a store failed an operation for good: the same call
+        │                       would fail the same way (unless StoreUnavailable)
+        └── StoreUnavailable    transient: the store cannot be reached, is restarting,
+                                stayed locked or is full; the same call may work later
 
 Task control flow is kept apart from failures: ``Retry``, ``Discard`` and ``Snooze``
 derive from ``TaskControl``, not from ``CrawlqError``; a task raises them to tell the

@@ -106,6 +106,10 @@ class PrivatePostgres:
     def stop(self, mode: str = "fast") -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "stop")
 
+    def reload(self) -> None:
+        """Read pg_hba.conf and the settings again."""
+        self._run("pg_ctl", "-D", str(self.data), "reload")
+
     def restart(self, mode: str = "immediate") -> None:
         """Stop (by default like a crash: no checkpoint) and start again, same port."""
         self.stop(mode)

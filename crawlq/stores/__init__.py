@@ -74,7 +74,6 @@ def _open_redis(url: StoreURL, create: bool) -> Store:
 def _open_postgres(url: StoreURL, create: bool) -> Store:
     try:
         import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
     except ImportError as exc:
         raise ConfigurationError(
             f"the PostgreSQL store needs the psycopg driver ({exc}): pip install 'crawlq[postgres]'"

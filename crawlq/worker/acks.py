@@ -1,4 +1,5 @@
-"""The acker: reports finished attempts to the store in batches, and never drops one."""
+"""The acker: reports finished attempts to the store in batches, and drops one only when
+the store refuses it for good (a permanent StoreError, not StoreUnavailable)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,20 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from crawlq.exceptions import StoreError
+from crawlq.exceptions import StoreError, StoreUnavailable
 from crawlq.stores.base import Completion, Failure, Release, Store
 from crawlq.worker.execute import Outcome
 
 logger = logging.getLogger("crawlq.worker")
 
 MAX_BATCH = 512
-RETRY_DELAYS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0)
+RETRY_DELAYS = (0.05, 0.1, 0.25, 0.5, 1.0)
 
 
 class Acker:
     """A thread that takes outcomes, groups what is waiting into one call per kind, and
-    retries a call the store could not take until it succeeds or ``stop(now=True)``."""
+    retries a call while the store is unavailable, until it succeeds or
+    ``stop(now=True)``. A call the store refuses for good is not retried (``_record``)."""
 
     def __init__(self, store: Store, on_flushed: Callable[[], None]) -> None:
         self._store = store
@@ -80,14 +82,14 @@ class Acker:
         completions = [o for o in batch if isinstance(o, Completion)]
         failures = [o for o in batch if isinstance(o, Failure)]
         releases = [o for o in batch if isinstance(o, Release)]
-        groups: tuple[tuple[str, Sequence[Outcome], Callable[[Any], list[bool]]], ...] = (
-            ("complete", completions, self._store.job_complete),
-            ("fail", failures, self._store.job_fail),
-            ("release", releases, self._store.job_release),
+        groups: tuple[tuple[str, Sequence[Outcome]], ...] = (
+            ("complete", completions),
+            ("fail", failures),
+            ("release", releases),
         )
-        for kind, items, call in groups:
+        for kind, items in groups:
             if items:
-                applied = self._call_until_done(kind, call, items)
+                applied = self._record(kind, items)
                 for item, ok in zip(items, applied, strict=False):
                     if not ok:
                         self.stale += 1
@@ -98,14 +100,60 @@ class Acker:
                             item.lease.job_id,
                         )
 
+    def _call(self, kind: str) -> Callable[[Any], list[bool]]:
+        calls: dict[str, Callable[[Any], list[bool]]] = {
+            "complete": self._store.job_complete,
+            "fail": self._store.job_fail,
+            "release": self._store.job_release,
+        }
+        return calls[kind]
+
+    def _record(self, kind: str, items: Sequence[Outcome]) -> list[bool]:
+        """Record a batch, retrying while the store is unavailable. A permanent refusal
+        (any other StoreError: the same call would fail the same way) is not retried:
+        the batch is recorded one outcome at a time, and an outcome refused alone is
+        given up (a completion becomes a dead failure that names the cause)."""
+        try:
+            return self._call_until_done(kind, self._call(kind), items)
+        except StoreError as exc:
+            if len(items) > 1:
+                return [ok for item in items for ok in self._record(kind, [item])]
+            return [self._refused(kind, items[0], exc)]
+
+    def _refused(self, kind: str, item: Outcome, exc: StoreError) -> bool:
+        job_id = item.lease.job_id
+        if isinstance(item, Completion):
+            logger.error(
+                "the store refused to record the completion of job %s, which goes to the "
+                "dead-letter queue: %s",
+                job_id,
+                exc,
+            )
+            dead = Failure(
+                lease=item.lease,
+                error=f"the store refused to record this job's completion: {exc}",
+                retry_delay=None,
+                reason="store_refused",
+            )
+            return all(self._record("fail", [dead]))
+        logger.error(
+            "the store refused to %s job %s, given up (its lease will expire): %s",
+            kind,
+            job_id,
+            exc,
+        )
+        return True
+
     def _call_until_done(
         self, kind: str, call: Callable[[Any], list[bool]], items: Sequence[Outcome]
     ) -> list[bool]:
+        """``call(items)``, again after each StoreUnavailable until it succeeds or
+        ``stop(now=True)``; any other StoreError is raised."""
         attempt = 0
         while True:
             try:
                 return call(items)
-            except StoreError as exc:
+            except StoreUnavailable as exc:
                 if self._abort.is_set():
                     logger.error("gave up reporting a %s at shutdown: %s", kind, exc)
                     return []

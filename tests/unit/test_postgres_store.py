@@ -4,7 +4,10 @@ by the conformance suite in tests/stores."""
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -175,6 +178,8 @@ def test_reads_of_stats_due_times_and_leases_use_indexes(big: PostgresStore, raw
     for name, params in cases.items():
         scans = _scans(_generic_plan(raw, Q[name], params))
         assert scans and all(kind != "Seq Scan" for kind, _ in scans), (name, scans)
+        if name == "job_lock_live":  # keys are found by their digest (migration 0005)
+            assert [index for _, index in scans] == ["crawlq_jobs_key"], scans
 
 
 # -- concurrency: SKIP LOCKED ------------------------------------------------------------
@@ -287,11 +292,104 @@ def test_driver_errors_become_store_errors_with_the_cause_kept(open_pg: OpenPG) 
     assert store.job_schedule([spec()])[0].outcome is Outcome.CREATED, "still usable"
 
 
-def test_an_unreachable_server_is_store_unavailable() -> None:
-    url = f"postgresql://postgres@127.0.0.1:{servers.free_port()}/postgres?pool_timeout=0.5"
-    with pytest.raises(crawlq.StoreUnavailable) as err:
-        crawlq.open_store(url)
+def test_a_value_postgresql_can_never_take_is_a_permanent_store_error(open_pg: OpenPG) -> None:
+    """Issue 14, item 15: 'index row size ... exceeds btree maximum' (SQLSTATE 54000, an
+    OperationalError to psycopg) was StoreUnavailable, which reads as an outage and was
+    retried for ever. Only connection-class errors are transient now."""
+    store = open_pg()
+    queue = "".join(hashlib.sha256(bytes([i])).hexdigest() for i in range(50))  # 3.2 kB
+    with pytest.raises(crawlq.StoreError, match="index row") as err:
+        store.job_schedule([spec(queue)])
+    assert not isinstance(err.value, crawlq.StoreUnavailable)
+    assert isinstance(err.value.__cause__, psycopg.errors.ProgramLimitExceeded)
+
+
+@pytest.fixture(scope="module")
+def password_role() -> str:
+    """A role that must give the password 'right' (scram), on the private server."""
+    server = servers.postgres()
+    conn = psycopg.connect(server.url, autocommit=True)
+    conn.execute("DROP ROLE IF EXISTS crawlq_pw")
+    conn.execute("CREATE ROLE crawlq_pw LOGIN PASSWORD 'right'")
+    hba = Path(conn.execute("SHOW hba_file").fetchone()[0])
+    conn.close()
+    line = "host all crawlq_pw 127.0.0.1/32 scram-sha-256\n"
+    if line not in hba.read_text():
+        hba.write_text(line + hba.read_text())
+        server.reload()
+    return "crawlq_pw"
+
+
+def _base() -> str:
+    return f"127.0.0.1:{servers.postgres().port}"
+
+
+PERMANENT_URLS = {
+    "no such database": (lambda: f"postgresql://postgres@{_base()}/nodb", 'database "nodb"'),
+    "no such role": (lambda: f"postgresql://nobody@{_base()}/postgres", 'role "nobody"'),
+    "wrong password": (
+        lambda: f"postgresql://crawlq_pw:wrong@{_base()}/postgres",
+        "password authentication failed",
+    ),
+    "nothing listens": (
+        lambda: f"postgresql://postgres@127.0.0.1:{servers.free_port()}/postgres",
+        "Connection refused",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PERMANENT_URLS))
+def test_a_permanent_connection_error_fails_at_once_with_one_message(
+    case: str,
+    password_role: str,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 14, items 8 and 18: it took pool_timeout (10.4 s) and logged the pool's
+    warning four times; now one StoreError, not retried, that names the cause."""
+    url, reason = PERMANENT_URLS[case]
+    started = time.monotonic()
+    with pytest.raises(crawlq.StoreError) as err:
+        crawlq.open_store(url())
+    assert time.monotonic() - started < 2.0
+    assert not isinstance(err.value, crawlq.StoreUnavailable)
+    message = str(err.value)
+    assert reason in message and "permanent, not retried" in message
+    assert "\n" not in message and "failed: " not in message, message
     assert isinstance(err.value.__cause__, psycopg.OperationalError)
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    assert capfd.readouterr() == ("", "")
+
+
+def test_the_cli_says_a_permanent_connection_error_in_one_line(tmp_path: Path) -> None:
+    url = f"postgresql://postgres@{_base()}/nodb"
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "crawlq", "stats", "--store", url],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert time.monotonic() - started < 5.0
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and 'database "nodb" does not exist' in done.stderr
+    assert "error connecting" not in done.stderr
+
+
+def test_a_transient_connection_error_is_retried_until_pool_timeout() -> None:
+    """Too many connections for a role is transient: tried again until pool_timeout."""
+    admin = psycopg.connect(servers.postgres().url, autocommit=True)
+    admin.execute("DROP ROLE IF EXISTS crawlq_full")
+    admin.execute("CREATE ROLE crawlq_full LOGIN CONNECTION LIMIT 0")
+    try:
+        url = f"postgresql://crawlq_full@{_base()}/postgres?pool_timeout=0.6"
+        started = time.monotonic()
+        with pytest.raises(crawlq.StoreUnavailable, match=r"transient, retried for 0\.\d s"):
+            crawlq.open_store(url)
+        assert 0.4 < time.monotonic() - started < 3.0
+    finally:
+        admin.execute("DROP ROLE crawlq_full")
+        admin.close()
 
 
 def test_the_same_store_works_again_after_a_server_restart(open_pg: OpenPG) -> None:
@@ -362,11 +460,13 @@ def test_concurrent_opens_migrate_once(open_pg: OpenPG, raw: Any) -> None:
     applied = raw.execute("SELECT version, name FROM crawlq_migrations ORDER BY version")
     known = [(version, file.name) for version, file in sorted(pg._known_migrations().items())]
     assert applied.fetchall() == known
-    assert known[:4] == [
+    assert known == [
         (1, "0001_initial.sql"),
         (2, "0002_workers.sql"),
         (3, "0003_crawls.sql"),
         (4, "0004_cache_results.sql"),
+        (5, "0005_long_keys.sql"),
+        (6, "0006_worker_process.sql"),
     ]
 
 
@@ -380,7 +480,7 @@ def test_a_schema_at_0003_migrates_to_0004_keeping_its_crawls(
     known = pg._known_migrations()
     monkeypatch.setattr(pg, "_known_migrations", lambda: {v: known[v] for v in (1, 2, 3)})
     old = open_pg()
-    crawl = old.crawl_create(crawlq.CrawlSpec(name="old"), [spec(delay=10**6)], now=T0)
+    crawl = old.crawl_create(crawlq.CrawlSpec(name="old"), [], now=T0)  # queries need 0005
     assert old.seen_add(crawl.id, [bytes(16)], now=T0) == [True]
     assert raw.execute("SELECT to_regclass('crawlq_results')").fetchone() == (None,)
     before = raw.execute("SELECT * FROM crawlq_crawls").fetchall()
@@ -514,9 +614,10 @@ def test_a_claim_reads_only_fronts_however_many_jobs_wait_behind_blocked_keys(
     )
     raw.execute(
         """INSERT INTO crawlq_jobs (queue, task, args, kwargs, priority, run_at, state,
-                                    max_attempts, lease_seconds, created_at, limit_key)
-           SELECT 'q', 't', '[]', '{}', 0, %s, 'waiting', 3, 30, %s, 'w' || (i %% 1000)
-           FROM generate_series(1, 200000) AS i""",
+                                    max_attempts, lease_seconds, created_at, limit_key,
+                                    limit_digest)
+           SELECT 'q', 't', '[]', '{}', 0, %s, 'waiting', 3, 30, %s, k, crawlq_digest(k)
+           FROM generate_series(1, 200000) AS i, LATERAL (SELECT 'w' || (i %% 1000)) AS x(k)""",
         [T0, T0],
     )
     store.job_schedule([spec(args=[i]) for i in range(50)], now=T0)
@@ -544,20 +645,21 @@ def test_a_claim_reads_only_fronts_however_many_jobs_wait_behind_blocked_keys(
 def test_the_best_waiting_job_of_a_key_is_found_by_the_waiting_index(
     open_pg: OpenPG, raw: Any
 ) -> None:
-    """The query crawlq_reconcile (migration 0003) runs for a key that needs a front."""
+    """The query crawlq_reconcile (migration 0005) runs for a key that needs a front."""
     open_pg()
     raw.execute(
         """INSERT INTO crawlq_jobs (queue, task, args, kwargs, priority, run_at, state,
-                                    max_attempts, lease_seconds, created_at, limit_key)
-           SELECT 'q', 't', '[]', '{}', i %% 5, %s, 'waiting', 3, 30, %s, 'w' || (i %% 1000)
-           FROM generate_series(1, 100000) AS i""",
+                                    max_attempts, lease_seconds, created_at, limit_key,
+                                    limit_digest)
+           SELECT 'q', 't', '[]', '{}', i %% 5, %s, 'waiting', 3, 30, %s, k, crawlq_digest(k)
+           FROM generate_series(1, 100000) AS i, LATERAL (SELECT 'w' || (i %% 1000)) AS x(k)""",
         [T0, T0],
     )
     raw.execute("ANALYZE")
     plan = _generic_plan(
         raw,
         """SELECT id, run_at FROM crawlq_jobs
-           WHERE limit_key = %(key)s AND state = 'waiting'
+           WHERE limit_digest = crawlq_digest(%(key)s::text) AND state = 'waiting'
            ORDER BY priority DESC, run_at, id LIMIT 1 FOR UPDATE SKIP LOCKED""",
         {"key": "w7"},
     )

@@ -42,7 +42,8 @@ VALUES (%(version)s, %(name)s, extract(epoch FROM now())::double precision);
 
 -- name: job_insert_many
 -- New jobs, in input order (ids grow with it). On a live (queue, key), including one
--- inserted earlier in the same input, nothing is inserted: created is false. A job of a
+-- inserted earlier in the same input, nothing is inserted: created is false (keys are
+-- unique by key_digest, migration 0005, so a key of any length fits). A job of a
 -- paused crawl is 'held', one with a limit key 'waiting' (the trigger picks fronts).
 -- The jobs come as one JSON list of objects (_insert_params in store.py), which costs
 -- the client a third of what one array per column did.
@@ -59,15 +60,16 @@ WITH input AS (
 ), inserted AS (
     INSERT INTO crawlq_jobs (id, queue, task, args, kwargs, key, priority, run_at, state,
                              max_attempts, lease_seconds, timeout, created_at, crawl_id,
-                             limit_key)
+                             limit_key, key_digest, limit_digest)
     SELECT id, queue, task, args, kwargs, key, priority, run_at,
            CASE WHEN hold THEN 'held'
                 WHEN limit_key IS NOT NULL THEN 'waiting'
                 WHEN run_at <= crawlq_now(%(now)s) THEN 'ready' ELSE 'scheduled' END,
-           max_attempts, lease_seconds, timeout, crawlq_now(%(now)s), crawl_id, limit_key
+           max_attempts, lease_seconds, timeout, crawlq_now(%(now)s), crawl_id, limit_key,
+           crawlq_digest(key), crawlq_digest(limit_key)
     FROM input
     ORDER BY ord
-    ON CONFLICT (queue, key)
+    ON CONFLICT (queue, key_digest)
         WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
     DO NOTHING
     RETURNING id
@@ -82,17 +84,18 @@ ORDER BY input.ord;
 -- time of job_insert_many per call). Its id, or no row when its (queue, key) is live.
 INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state,
                          max_attempts, lease_seconds, timeout, created_at, crawl_id,
-                         limit_key)
+                         limit_key, key_digest, limit_digest)
 SELECT %(queue)s::text, %(task)s::text, %(args)s::json, %(kwargs)s::json, %(key)s::text,
        %(priority)s::bigint, s.run_at,
        CASE WHEN %(hold)s::boolean THEN 'held'
             WHEN %(limit_key)s::text IS NOT NULL THEN 'waiting'
             WHEN s.run_at <= crawlq_now(%(now)s) THEN 'ready' ELSE 'scheduled' END,
        %(max_attempts)s::integer, %(lease_seconds)s::float8, %(timeout)s::float8,
-       crawlq_now(%(now)s), %(crawl_id)s::bigint, %(limit_key)s::text
+       crawlq_now(%(now)s), %(crawl_id)s::bigint, %(limit_key)s::text,
+       crawlq_digest(%(key)s::text), crawlq_digest(%(limit_key)s::text)
 FROM (SELECT coalesce(%(given_run_at)s::float8, crawlq_now(%(now)s) + %(delay)s::float8)
       AS run_at) AS s
-ON CONFLICT (queue, key)
+ON CONFLICT (queue, key_digest)
     WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
 DO NOTHING
 RETURNING id;
@@ -103,7 +106,8 @@ SELECT j.id, j.queue, j.key, j.state, j.task, j.args, j.kwargs, j.priority, j.ru
        j.own_run_at, j.max_attempts, j.lease_seconds, j.timeout, j.followup, j.crawl_id,
        j.limit_key, crawlq_now(%(now)s) AS now
 FROM (SELECT DISTINCT * FROM unnest(%(queue)s::text[], %(key)s::text[])) AS k(queue, key)
-JOIN crawlq_jobs AS j ON j.queue = k.queue AND j.key = k.key
+JOIN crawlq_jobs AS j
+  ON j.queue = k.queue AND j.key_digest = crawlq_digest(k.key) AND j.key = k.key
 WHERE j.state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
 ORDER BY j.id
 FOR UPDATE OF j;
@@ -297,7 +301,7 @@ FROM chosen
 WHERE j.id = chosen.id AND j.state = 'dead'
   AND (j.key IS NULL OR NOT EXISTS (
         SELECT 1 FROM crawlq_jobs AS live
-        WHERE live.queue = j.queue AND live.key = j.key
+        WHERE live.queue = j.queue AND live.key_digest = j.key_digest AND live.key = j.key
           AND live.state IN ('scheduled', 'ready', 'waiting', 'held', 'running')))
   AND (j.crawl_id IS NULL OR EXISTS (
         SELECT 1 FROM crawlq_crawls AS c
@@ -468,10 +472,15 @@ FROM crawlq_workers;
 -- concurrent completion is waited for, and then the job is no longer running) go back as
 -- job_expire_leases returns expired leases, with reason worker_lost. The update trigger
 -- does the rest, as for expiry.
+-- A server that was down took no heartbeat: none is overdue before it has been up for
+-- dead_after (on its real clock, so a given now skips this), or every worker would be
+-- declared dead after an outage that long and its jobs run twice.
 WITH dead AS (
     UPDATE crawlq_workers SET state = 'dead', stopped_at = crawlq_now(%(now)s)
     WHERE state = 'alive'
-      AND (last_heartbeat < crawlq_now(%(now)s) - %(dead_after)s
+      AND ((last_heartbeat < crawlq_now(%(now)s) - %(dead_after)s
+            AND (%(now)s::double precision IS NOT NULL
+                 OR pg_postmaster_start_time() < now() - make_interval(secs => %(dead_after)s)))
            OR id = ANY(%(gone)s::text[]))
     RETURNING id
 ), returned AS (
@@ -621,7 +630,7 @@ DELETE FROM crawlq_limit_defaults WHERE queue = %(queue)s;
 -- name: limit_set
 INSERT INTO crawlq_keys AS k (key, max_running, min_interval, source)
 VALUES (%(key)s, %(max_running)s::integer, %(min_interval)s, 'override')
-ON CONFLICT (key) DO UPDATE
+ON CONFLICT (crawlq_digest(key)) DO UPDATE
 SET max_running = excluded.max_running, min_interval = excluded.min_interval,
     source = 'override'
 RETURNING front;
@@ -629,7 +638,7 @@ RETURNING front;
 -- name: limit_block
 INSERT INTO crawlq_keys AS k (key, source, blocked_until)
 VALUES (%(key)s, 'none', %(until)s)
-ON CONFLICT (key) DO UPDATE
+ON CONFLICT (crawlq_digest(key)) DO UPDATE
 SET blocked_until = greatest(k.blocked_until, excluded.blocked_until)
 RETURNING front;
 

@@ -14,9 +14,12 @@
   records and each key's front job (``crawlq_reconcile``); a deferred trigger finishes a
   crawl when the transaction that emptied it commits. Locks are taken jobs, then crawls
   (in id order), then keys (in key order), so concurrent claims and acks do not deadlock.
-- The clock is the database server's. A connection the server closed while idle is
-  replaced before use; driver errors become ``StoreUnavailable`` (connection trouble)
-  or ``StoreError``, with the psycopg exception as the cause.
+- The clock is the database server's. Connections are opened by the calls that need
+  them (``connections.py``): a connection the server closed while idle is replaced
+  before use, and a call works as soon as the server accepts connections again. Driver
+  errors become ``StoreUnavailable`` (transient: connection trouble, a restart, a lost
+  race) or ``StoreError`` (permanent: the same call would fail the same way), with the
+  psycopg exception as the cause.
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ import hashlib
 import json
 import operator
 import re
-import select
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -41,7 +43,6 @@ import psycopg
 from psycopg import errors, sql
 from psycopg.conninfo import make_conninfo
 from psycopg.rows import DictRow, dict_row
-from psycopg_pool import ConnectionPool, PoolTimeout
 
 from crawlq.crawls import (
     OPEN_CRAWL_STATES,
@@ -83,6 +84,7 @@ from crawlq.stores.base import (
 from crawlq.stores.checks import check_page, check_results, check_ttl
 from crawlq.stores.conflict import Request, merge
 from crawlq.stores.crawlrows import crawl_info, key_limit, limits_json, on_finish_json
+from crawlq.stores.postgres.connections import Connections, unwell
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
 from crawlq.stores.workers import (
     heartbeat_params,
@@ -165,14 +167,31 @@ class PostgresSettings:
             ) from exc
 
 
+_TRANSIENT_CLASSES = ("08", "40", "53", "57", "58")
+"""SQLSTATE classes that a later call may not meet: connection exception, transaction
+rollback (deadlock, serialization), insufficient resources (too many connections, disk
+full), operator intervention (shutdown, restart, cancel) and system error (I/O)."""
+
+
+def _transient(exc: psycopg.Error) -> bool:
+    """Whether the store may take the same call later (StoreUnavailable). Errors about the
+    data or the statement (a value out of range, an index row too large, a violated
+    constraint, a missing privilege) are permanent: the same call fails the same way."""
+    state = exc.sqlstate
+    if state is None:  # raised by the client: the connection was lost, or never made
+        return isinstance(exc, psycopg.OperationalError)
+    return state[:2] in _TRANSIENT_CLASSES or state == "55P03"  # lock_not_available
+
+
 @contextmanager
 def _translate(operation: str) -> Iterator[None]:
-    """Turn driver errors into crawlq errors, keeping the cause."""
+    """Turn driver errors into crawlq errors, keeping the cause: ``StoreUnavailable`` for
+    transient ones, ``StoreError`` for permanent ones."""
     try:
         yield
-    except psycopg.OperationalError as exc:
-        raise StoreUnavailable(f"PostgreSQL is unavailable during {operation}: {exc}") from exc
     except psycopg.Error as exc:
+        if _transient(exc):
+            raise StoreUnavailable(f"PostgreSQL is unavailable during {operation}: {exc}") from exc
         raise StoreError(f"PostgreSQL failed during {operation}: {exc}") from exc
 
 
@@ -181,29 +200,6 @@ class _Restart(Exception):
 
 
 _RETRY = (errors.DeadlockDetected, errors.SerializationFailure, errors.UniqueViolation, _Restart)
-
-
-def _socket_readable(conn: Conn) -> bool:
-    """An idle connection has nothing to read unless the server closed it or spoke."""
-    if not hasattr(select, "poll"):  # Windows
-        return bool(select.select([conn.fileno()], [], [], 0)[0])
-    poller = select.poll()
-    poller.register(conn.fileno(), select.POLLIN)
-    return bool(poller.poll(0))
-
-
-def _unwell(conn: Conn) -> bool:
-    """Whether an idle connection is closed, or the server closed it (a restart, an
-    administrator). A round trip only for a connection that looks unwell."""
-    if conn.closed or conn.broken:
-        return True
-    if not _socket_readable(conn):
-        return False
-    try:
-        ConnectionPool.check_connection(conn)
-    except psycopg.Error:
-        return True
-    return False
 
 
 def _dumps(value: Any) -> str:
@@ -357,55 +353,35 @@ class PostgresStore:
         self._listeners: list[Conn] = []
         self._listeners_lock = threading.Lock()
         self._closed = False
-        self._pool: ConnectionPool[Conn] = ConnectionPool(
-            self._conninfo,
-            connection_class=psycopg.Connection[DictRow],
-            kwargs={"autocommit": True, "row_factory": dict_row},
-            min_size=1,
-            max_size=settings.pool_size,
+        self._connections = Connections(
+            self._new_connection,
+            conninfo=self._conninfo,
+            size=settings.pool_size,
             timeout=settings.pool_timeout,
-            configure=self._configure,
-            name=f"crawlq-{settings.schema}",
-            open=False,
         )
         try:
-            self._open_pool()
+            with _translate("connecting"):
+                self._connections.open()
             self.migrate()
         except BaseException:
-            self._pool.close()
+            self._connections.close()
             raise
 
     # -- connections and transactions ------------------------------------------------
 
-    def _open_pool(self) -> None:
-        """Wait up to ``pool_timeout`` for a first connection; if none comes, say why."""
+    def _new_connection(self) -> Conn:
+        conn = psycopg.Connection[DictRow].connect(
+            self._conninfo, autocommit=True, row_factory=dict_row
+        )
         try:
-            self._pool.open(wait=True, timeout=self.settings.pool_timeout)
-        except PoolTimeout as timeout:
-            try:  # the pool only knows it timed out: one direct attempt gives libpq's reason
-                psycopg.connect(self._conninfo).close()
-            except psycopg.OperationalError as exc:
-                raise StoreUnavailable(f"cannot connect to PostgreSQL: {exc}") from exc
-            raise StoreUnavailable(f"cannot connect to PostgreSQL: {timeout}") from timeout
+            self._configure(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
 
     def _configure(self, conn: Conn) -> None:
         conn.execute(Q["session_setup"], {"schema": self.settings.schema})
-
-    @contextmanager
-    def _borrow(self) -> Iterator[Conn]:
-        """A pooled connection; one the server closed while it was idle (after a restart,
-        say) is replaced at once rather than handed out, so the call after a restart
-        works as soon as the server accepts connections."""
-        while True:
-            conn = self._pool.getconn()
-            if not _unwell(conn):
-                break
-            conn.close()
-            self._pool.putconn(conn)  # the pool replaces it in the background
-        try:
-            yield conn
-        finally:
-            self._pool.putconn(conn)
 
     def _run(self, operation: str, work: Callable[[Conn], T], *, transaction: bool = True) -> T:
         """Run ``work`` on a pooled connection, in one transaction unless told otherwise;
@@ -413,24 +389,23 @@ class PostgresStore:
         with _translate(operation):
             for attempt in range(1, MAX_ATTEMPTS + 1):
                 try:
-                    with self._borrow() as conn:
+                    with self._connections.borrow() as conn:
                         if not transaction:
                             return work(conn)
                         with conn.transaction():
                             return work(conn)
                 except _RETRY as exc:
                     if attempt == MAX_ATTEMPTS:
-                        if isinstance(exc, psycopg.Error):
-                            raise
-                        raise StoreError(
-                            f"{operation} kept losing races with other transactions"
+                        raise StoreUnavailable(
+                            f"PostgreSQL is busy: {operation} kept losing races with other "
+                            f"transactions ({exc})"
                         ) from exc
                     time.sleep(0.001 * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def close(self) -> None:
         self._closed = True
-        self._pool.close()
+        self._connections.close()
         with self._listeners_lock:
             listeners, self._listeners = self._listeners, []
         for conn in listeners:
@@ -942,14 +917,10 @@ class PostgresStore:
                 conn = self._listeners.pop() if self._listeners else None
             if conn is None:
                 break
-            if not _unwell(conn):
+            if not unwell(conn):
                 return conn
             conn.close()
-        conn = psycopg.Connection[DictRow].connect(
-            self._conninfo, autocommit=True, row_factory=dict_row
-        )
-        self._configure(conn)
-        return conn
+        return self._connections.connect(deadline=time.monotonic())  # one attempt
 
     # -- workers and maintenance -----------------------------------------------------
 

@@ -172,6 +172,14 @@ class RedisSettings:
             raise ConfigurationError("socket_timeout and socket_connect_timeout must be positive")
 
 
+_TRANSIENT = (
+    redis.exceptions.OutOfMemoryError,  # maxmemory reached: frees up as jobs are pruned
+    redis.exceptions.ReadOnlyError,  # a replica during a failover
+    redis.exceptions.TryAgainError,
+)
+"""Redis errors other than connection trouble that a later call may not meet."""
+
+
 @contextmanager
 def _translate(operation: str) -> Iterator[None]:
     """Turn driver errors into crawlq errors, keeping the cause."""
@@ -179,6 +187,8 @@ def _translate(operation: str) -> Iterator[None]:
         yield
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise StoreUnavailable(f"Redis could not be reached during {operation}: {exc}") from exc
+    except _TRANSIENT as exc:  # the same call may work later: retried, not given up
+        raise StoreUnavailable(f"Redis is unavailable during {operation}: {exc}") from exc
     except redis.RedisError as exc:
         raise StoreError(f"Redis failed during {operation}: {exc}") from exc
 

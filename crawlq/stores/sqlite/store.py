@@ -157,6 +157,8 @@ def _translate(operation: str) -> Iterator[None]:
             raise StoreUnavailable(
                 f"SQLite stayed locked by another process during {operation}: {exc}"
             ) from exc
+        if "disk is full" in str(exc):  # transient too: a later call may work
+            raise StoreUnavailable(f"SQLite's disk is full during {operation}: {exc}") from exc
         raise StoreError(f"SQLite failed during {operation}: {exc}") from exc
     except sqlite3.Error as exc:
         raise StoreError(f"SQLite failed during {operation}: {exc}") from exc

@@ -1,0 +1,112 @@
+"""PostgreSQL schema migrations that change what existing rows mean: a schema migrated
+from an earlier version keeps its jobs and behaves as a fresh one."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import crawlq
+from crawlq.jobs import JobSpec, Lease, Outcome
+from crawlq.stores.base import ClaimParams, Completion, JobFilter
+from tests import servers
+
+psycopg = pytest.importorskip("psycopg")
+
+from crawlq.stores.postgres import store as pg  # noqa: E402
+
+T0 = 1_000_000.0
+LONG = "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(160))
+"""10 kB that do not compress: over the 2.7 kB a btree entry holds."""
+
+
+@pytest.fixture
+def schema(tmp_path: Path) -> str:
+    return servers.isolated_name(tmp_path, "m_")
+
+
+@pytest.fixture
+def raw(schema: str) -> Iterator[Any]:
+    conn = psycopg.connect(servers.postgres().url, autocommit=True)
+    conn.execute(pg.Q["session_setup"], {"schema": schema})
+    yield conn
+    conn.close()
+
+
+def _open(schema: str) -> pg.PostgresStore:
+    store = crawlq.open_store(f"{servers.postgres().url}?schema={schema}")
+    assert isinstance(store, pg.PostgresStore)
+    return store
+
+
+def _insert(raw: Any, key: str, running: bool = False) -> int:
+    """A job written as crawlq 0004 would have: pending, or running under lease 'tok'."""
+    row = raw.execute(
+        "INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state, "
+        "max_attempts, lease_seconds, created_at, attempts, worker_id, lease_token, "
+        "lease_expires_at, started_at) "
+        "VALUES ('q', 't', '[]', '{}', %(key)s, 0, %(t)s, %(state)s, 3, 30, %(t)s, "
+        "%(attempts)s, %(worker)s, %(token)s, %(expires)s, %(started)s) RETURNING id",
+        {
+            "key": key,
+            "t": T0,
+            "state": "running" if running else "ready",
+            "attempts": 1 if running else 0,
+            "worker": "w" if running else None,
+            "token": "tok" if running else None,
+            "expires": T0 + 30 if running else None,
+            "started": T0 if running else None,
+        },
+    ).fetchone()
+    return int(row[0])
+
+
+def test_a_schema_at_0004_with_live_keys_migrates_to_0005(
+    schema: str, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0005 indexes keys by their digest: the live keys of a 0004 schema stay unique,
+    a running job's remembered request still becomes a job, a key record keeps its
+    limits, and long keys then work."""
+    known = pg._known_migrations()
+    monkeypatch.setattr(pg, "_known_migrations", lambda: {v: known[v] for v in (1, 2, 3, 4)})
+    _open(schema).close()
+    monkeypatch.undo()
+    waiting = _insert(raw, "pending-key")
+    running_id = _insert(raw, "running-key", running=True)
+    raw.execute("INSERT INTO crawlq_keys (key, max_running, source) VALUES ('host', 1, 'override')")
+
+    new = _open(schema)
+    versions = [r[0] for r in raw.execute("SELECT version FROM crawlq_migrations ORDER BY 1")]
+    assert versions[:5] == [1, 2, 3, 4, 5]
+    [indexdef] = raw.execute(
+        "SELECT indexdef FROM pg_indexes WHERE indexname = 'crawlq_jobs_key' AND schemaname = %s",
+        (schema,),
+    ).fetchone()
+    assert "(queue, key_digest)" in indexdef
+    digests = raw.execute(
+        "SELECT count(*) FROM crawlq_jobs WHERE key_digest = crawlq_digest(key)"
+    ).fetchone()
+    assert digests == (2,), "the live jobs' keys got their digests"
+    [merged] = new.job_schedule([JobSpec(queue="q", task="t", key="pending-key", args=[1])])
+    assert (merged.job_id, merged.outcome) == (waiting, Outcome.UPDATED)
+    [deferred] = new.job_schedule([JobSpec(queue="q", task="t", key="running-key")])
+    assert (deferred.job_id, deferred.outcome) == (running_id, Outcome.DEFERRED)
+    assert new.job_complete([Completion(lease=Lease(running_id, "tok"))], now=T0) == [True]
+    live = [
+        j
+        for j in new.job_list(JobFilter(queue="q"))
+        if j.key == "running-key" and j.id != running_id
+    ]
+    assert len(live) == 1, "the remembered request became a job, through the new index"
+    [record] = new.limit_get(["host"])
+    assert record is not None and record.limits.max_running == 1, "the key record is found"
+    new.job_schedule([JobSpec(queue="h", task="t", limit_key="host") for _ in range(2)])
+    assert len(new.job_claim(ClaimParams(queues=["h"], worker_id="w", limit=5))) == 1
+    [long_key] = new.job_schedule([JobSpec(queue="q", task="t", key=LONG)])
+    [again] = new.job_schedule([JobSpec(queue="q", task="t", key=LONG, args=[2])])
+    assert (again.job_id, again.outcome) == (long_key.job_id, Outcome.UPDATED)
+    new.close()
