@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 from crawlq.crawls import CrawlInfo, CrawlSpec, CrawlState
 from crawlq.jobs import Job, JobSpec, JobState, Lease, QueueStats, ScheduleResult, WorkerInfo
 from crawlq.limits import KeyLimit, Limits
-from crawlq.payload import MAX_EXACT, check_count
+from crawlq.payload import MAX_EXACT, check_count, check_text
 from crawlq.types import JobId, JSONValue, Timestamp
 
 
@@ -84,6 +84,12 @@ class JobFilter:
     queue: str | None = None
     task: str | None = None
     state: JobState | None = None
+    key: str | None = None
+    """Only jobs with this unique key."""
+    crawl: int | None = None
+    """Only jobs of this crawl."""
+    limit_key: str | None = None
+    """Only jobs of this limit key (a host)."""
     finished_before: Timestamp | None = None
     """Only jobs that finished before this time."""
     limit: int | None = None
@@ -96,6 +102,11 @@ class JobFilter:
         if self.limit is not None:
             check_count("limit", self.limit, -MAX_EXACT)
         check_count("after_id", self.after_id, -MAX_EXACT)
+        if self.crawl is not None:
+            check_count("crawl id", self.crawl, 1)
+        for what, text in (("key", self.key), ("limit_key", self.limit_key)):
+            if text is not None:
+                check_text(text, what, nul=False)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -265,6 +265,9 @@ WHERE id > %(after_id)s
   AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND (%(key)s::text IS NULL OR key = %(key)s::text)
+  AND (%(crawl)s::bigint IS NULL OR crawl_id = %(crawl)s::bigint)
+  AND (%(limit_key)s::text IS NULL OR limit_key = %(limit_key)s::text)
   AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
   AND (%(finished_before)s::float8 IS NULL OR finished_at < %(finished_before)s::float8)
 ORDER BY id
@@ -280,6 +283,9 @@ WITH candidates AS (
       AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
       AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
       AND (%(task)s::text IS NULL OR task = %(task)s::text)
+      AND (%(key)s::text IS NULL OR key = %(key)s::text)
+      AND (%(crawl)s::bigint IS NULL OR crawl_id = %(crawl)s::bigint)
+      AND (%(limit_key)s::text IS NULL OR limit_key = %(limit_key)s::text)
       AND state = 'dead'
       AND (%(finished_before)s::float8 IS NULL OR finished_at < %(finished_before)s::float8)
     ORDER BY id
@@ -314,6 +320,9 @@ WHERE state IN ('done', 'dead', 'cancelled')
       AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
       AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
       AND (%(task)s::text IS NULL OR task = %(task)s::text)
+      AND (%(key)s::text IS NULL OR key = %(key)s::text)
+      AND (%(crawl)s::bigint IS NULL OR crawl_id = %(crawl)s::bigint)
+      AND (%(limit_key)s::text IS NULL OR limit_key = %(limit_key)s::text)
       AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
       AND (%(finished_before)s::float8 IS NULL OR finished_at < %(finished_before)s::float8)
     ORDER BY id

@@ -631,6 +631,9 @@ class RedisStore:
                 _opt_number(where.finished_before, "finished_before"),
                 str(remaining),
                 str(SCAN_BUDGET),
+                _opt(where.key),
+                "" if where.crawl is None else "=" + str(where.crawl),
+                _opt(where.limit_key),
             ]
             cursor, done, matched, payload = self._run(operation, script, args)
             yield payload

@@ -144,6 +144,9 @@ WHERE id > :after_id
   AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
   AND (:queue IS NULL OR queue = :queue)
   AND (:task IS NULL OR task = :task)
+  AND (:key IS NULL OR key = :key)
+  AND (:crawl IS NULL OR crawl_id = :crawl)
+  AND (:limit_key IS NULL OR limit_key = :limit_key)
   AND (:state IS NULL OR state IN (SELECT value FROM json_each(:state)))
   AND (:finished_before IS NULL OR finished_at < :finished_before)
 ORDER BY id
