@@ -104,7 +104,8 @@ class JobFilter:
         check_count("after_id", self.after_id, -MAX_EXACT)
         if self.crawl is not None:
             check_count("crawl id", self.crawl, 1)
-        for what, text in (("key", self.key), ("limit_key", self.limit_key)):
+        texts = (("queue", self.queue), ("task", self.task), ("key", self.key))
+        for what, text in (*texts, ("limit_key", self.limit_key)):
             if text is not None:
                 check_text(text, what, nul=False)
 

@@ -67,7 +67,15 @@ def test_requeue_and_purge_by_crawl(store: Store) -> None:
 
 @pytest.mark.parametrize(
     "fields",
-    [{"crawl": 0}, {"crawl": -3}, {"key": "a\x00b"}, {"limit_key": "\ud800"}, {"crawl": "1"}],
+    [
+        {"crawl": 0},
+        {"crawl": -3},
+        {"crawl": "1"},
+        {"key": "a\x00b"},
+        {"limit_key": "\ud800"},
+        {"queue": "\x00"},
+        {"task": "t\x00"},
+    ],
 )
 def test_bad_filter_values_are_refused(fields: dict[str, object]) -> None:
     with pytest.raises(ConfigurationError):
