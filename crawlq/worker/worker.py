@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawlq.config import DEAD_AFTER, WorkerSettings
 from crawlq.exceptions import ConfigurationError, StoreError
+from crawlq.hooks import FailureEvent
 from crawlq.jobs import Job, Lease, WorkerInfo
 from crawlq.stores.base import ClaimParams, Failure, Release, WaitParams
 from crawlq.worker.acks import Acker
@@ -78,6 +79,16 @@ class WorkerCounters:
     fenced: int = 0
     """Jobs stopped because the store was unreachable for longer than their lease."""
     outcomes: dict[str, int] = field(default_factory=dict)
+
+
+def failure_event(job: Job, failure: Failure) -> FailureEvent:
+    return FailureEvent(
+        job=job,
+        exception=failure.exception,
+        error=failure.error,
+        reason=failure.reason,
+        retry_delay=failure.retry_delay,
+    )
 
 
 def log_failure(job: Job, failure: Failure) -> None:
@@ -353,6 +364,7 @@ class Worker:
             self._acker.put(outcome)
         if isinstance(outcome, Failure):
             log_failure(held.job, outcome)
+            self.app.failed(failure_event(held.job, outcome))
         kind = type(outcome).__name__.lower()
         self.counters.outcomes[kind] = self.counters.outcomes.get(kind, 0) + 1
         if kind == "completion":
