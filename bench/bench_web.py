@@ -180,9 +180,7 @@ def drain_rate(url: str, n: int, polled: bool, port: int, tmp: Path) -> float:
     env = {**os.environ, "BENCH_STORE": url, "PYTHONPATH": f"{tmp}{os.pathsep}{REPO}"}
     (tmp / "webbench_tasks.py").write_text(TASKS)
     app = crawlq.App(url)
-    app.store.job_schedule(
-        [JobSpec(queue="drain", task="bench.noop", args=[i]) for i in range(n)]
-    )
+    app.store.job_schedule([JobSpec(queue="drain", task="bench.noop", args=[i]) for i in range(n)])
     app.close()
     stop = threading.Event()
     web = serve(url, port) if polled else None
@@ -239,7 +237,8 @@ def main() -> int:
             else:
                 pg = pg or servers.PrivatePostgres()
                 url = f"{pg.url}?schema=big"
-                drain_url = lambda i: f"{pg.url}?schema=drain{i}"  # noqa: E731
+                base = pg.url
+                drain_url = lambda i, base=base: f"{base}?schema=drain{i}"  # noqa: E731
             print(f"# {kind}: building", file=sys.stderr, flush=True)
             made = build(url, args.jobs, args.keys, args.crawls)
             port = servers.free_port()
@@ -274,9 +273,7 @@ def report(args: argparse.Namespace, results: dict[str, Any]) -> None:
     head = " | ".join(f"{k} p50 / p99 (ms)" for k in kinds)
     print(f"| route | {head} |\n|---|" + "---|" * len(kinds))
     for path in results[kinds[0]]["timings"]:
-        cells = " | ".join(
-            "{:.1f} / {:.1f}".format(*results[k]["timings"][path]) for k in kinds
-        )
+        cells = " | ".join("{:.1f} / {:.1f}".format(*results[k]["timings"][path]) for k in kinds)
         print(f"| `{path}` | {cells} |")
     print()
     for k in kinds:
