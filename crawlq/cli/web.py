@@ -6,7 +6,7 @@ import os
 
 import click
 
-from crawlq.cli.common import current_target, target_options
+from crawlq.cli.common import open_app, target_options
 
 ENV_TOKEN = "CRAWLQ_WEB_TOKEN"
 ENV_READ_TOKEN = "CRAWLQ_WEB_READ_TOKEN"
@@ -56,17 +56,11 @@ def web(host: str, port: int, token: str | None, read_token: str | None) -> None
         raise click.ClickException(
             "crawlq web needs the web extra: pip install 'crawlq[web]'"
         ) from None
-    from crawlq.cli.common import _build_app
-
-    app = _build_app(current_target())
-    app.open(create=False)
-    click.echo(f"crawlq web on http://{host}:{port}/ (Ctrl-C stops)", err=True)
-    try:
+    with open_app() as app:
+        click.echo(f"crawlq web on http://{host}:{port}/ (Ctrl-C stops)", err=True)
         uvicorn.run(
             create_app(app, token=token, read_token=read_token),
             host=host,
             port=port,
             log_level="warning",
         )
-    finally:
-        app.close()
