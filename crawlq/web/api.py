@@ -8,6 +8,7 @@ possible in its state, 413 body too big, 415 not JSON.
 
 from __future__ import annotations
 
+import hmac
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -68,15 +69,21 @@ class Tokens:
         given = _token_of(request)
         if self.admin is None and self.read is None:
             return
-        if given is not None and given == self.admin:
-            return
-        if not write and given is not None and given == self.read:
-            return
         if given is None:
             raise ApiError(401, "a token is needed: send it as the X-Crawlq-Token header")
-        if write and given == self.read:
+        is_admin, is_read = _same(given, self.admin), _same(given, self.read)
+        if is_admin or (is_read and not write):
+            return
+        if is_read:
             raise ApiError(403, "this action needs the admin token; the read token only reads")
         raise ApiError(403, "the token is wrong")
+
+
+def _same(given: str, token: str | None) -> bool:
+    """``given == token`` in constant time."""
+    return token is not None and hmac.compare_digest(
+        given.encode("utf-8", "surrogateescape"), token.encode("utf-8", "surrogateescape")
+    )
 
 
 def _token_of(request: Request) -> str | None:

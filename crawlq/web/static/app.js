@@ -205,8 +205,12 @@ main.addEventListener("click", async (e) => {
   if (!b) return;
   if (b.dataset.requeue) await act("jobs/requeue", {ids: [Number(b.dataset.requeue)]});
   else if (b.dataset.cancel) await act("jobs/cancel", {ids: [Number(b.dataset.cancel)]});
-  else if (b.dataset.delete) await act("jobs/delete", {ids: [Number(b.dataset.delete)]});
-  else if ("requeueAll" in b.dataset) await act("jobs/requeue", {filter: {state: "dead"}});
+  else if (b.dataset.delete) {
+    if (confirm(`Delete job ${b.dataset.delete} for good?`)) await act("jobs/delete", {ids: [Number(b.dataset.delete)]});
+  } else if ("requeueAll" in b.dataset) {
+    if (confirm("Requeue every dead job (up to 10,000 at a time)?")) await act("jobs/requeue", {filter: {state: "dead"}});
+  }
+  else if (b.dataset.crawl === "cancel" && !confirm("Cancel this crawl? Its pending jobs are cancelled.")) return;
   else if (b.dataset.crawl) await act(`crawls/${b.closest("[data-crawl-id]").dataset.crawlId}/${b.dataset.crawl}`);
 });
 main.addEventListener("submit", (e) => {
