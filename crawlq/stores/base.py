@@ -111,6 +111,20 @@ class JobFilter:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class StoreSummary:
+    """Counts over crawls and limit keys, read without listing them (``/metrics``)."""
+
+    crawls: dict[CrawlState, int]
+    """Crawls by state; every state is present (0 when none)."""
+    crawl_jobs: dict[str, int]
+    """Jobs of every crawl that ended ``done``, ``dead`` and ``cancelled``."""
+    limit_keys: int
+    """Limit keys the store has a record of (those ``limit_list`` lists)."""
+    blocked_keys: int
+    """Of those, the keys blocked at now (``blocked_until`` > now)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class WaitParams:
     """Block until a job of ``queues`` may be claimable, or ``timeout`` seconds pass."""
 
@@ -418,3 +432,7 @@ class Store(Protocol):
 
     def limit_list(self, *, limit: int = 100, after: str = "") -> list[KeyLimit]:
         """Keys greater than ``after``, in key order, at most ``limit``."""
+
+    def store_summary(self, *, now: Timestamp | None = None) -> StoreSummary:
+        """Crawls by state and the jobs they ended, limit keys and those blocked at now:
+        the figures of ``/metrics``, in one read, without listing crawls or keys."""

@@ -250,7 +250,7 @@ class Api:
         now = self.store.now()
         self.throughput.add(now, sum(q.done for q in queues))
         workers = self.app.workers()
-        crawls = self.app.crawls(state=CrawlState.RUNNING, limit=MAX_PAGE)
+        summary = self.store.store_summary(now=now)
         ages = [q.oldest_due_age for q in queues if q.oldest_due_age is not None]
         return {
             "now": now,
@@ -259,7 +259,9 @@ class Api:
             "oldest_due_age": max(ages) if ages else None,
             "workers_alive": sum(w.state is WorkerState.ALIVE for w in workers),
             "workers_slots": sum(w.concurrency for w in workers if w.state is WorkerState.ALIVE),
-            "crawls_running": len(crawls),
+            "crawls_running": summary.crawls[CrawlState.RUNNING],
+            "crawls_paused": summary.crawls[CrawlState.PAUSED],
+            "keys_blocked": summary.blocked_keys,
             "throughput": self.throughput.per_minute(),
         }
 

@@ -14,12 +14,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from crawlq.app import App
-from crawlq.crawls import CrawlState
 from crawlq.jobs import WorkerState
 
 JOB_STATES = ("due", "scheduled", "waiting", "held", "running", "done", "dead", "cancelled")
 """The ``state`` label of ``crawlq_jobs``: the fields of ``crawlq stats --json``."""
-PAGE = 1000
 
 
 class StoreCollector(Collector):
@@ -52,19 +50,9 @@ class StoreCollector(Collector):
         yield age
         yield done_minute
 
-        crawls = {s: 0 for s in CrawlState}
-        crawl_jobs = {"done": 0, "dead": 0, "cancelled": 0}
-        after = 0
-        while page := store.crawl_list(limit=PAGE, after_id=after):
-            for c in page:
-                crawls[c.state] += 1
-                for name in crawl_jobs:
-                    crawl_jobs[name] += getattr(c, name)
-            after = page[-1].id
-            if len(page) < PAGE:
-                break
+        summary = store.store_summary(now=now)
         by_state = GaugeMetricFamily("crawlq_crawls", "Crawls by state", labels=["state"])
-        for state, n in crawls.items():
+        for state, n in summary.crawls.items():
             by_state.add_metric([state.value], n)
         yield by_state
         ended = CounterMetricFamily(
@@ -72,7 +60,7 @@ class StoreCollector(Collector):
             "Jobs of crawls that ended, by how (crawl counters are never lowered by pruning)",
             labels=["state"],
         )
-        for name, n in crawl_jobs.items():
+        for name, n in summary.crawl_jobs.items():
             ended.add_metric([name], n)
         yield ended
 
@@ -88,16 +76,12 @@ class StoreCollector(Collector):
             sum(w.state is WorkerState.LOST for w in workers),
         )
 
-        blocked = keys = 0
-        cursor = ""
-        while page_keys := store.limit_list(limit=PAGE, after=cursor):
-            keys += len(page_keys)
-            blocked += sum(k.blocked_until is not None and k.blocked_until > now for k in page_keys)
-            cursor = page_keys[-1].key
-            if len(page_keys) < PAGE:
-                break
-        yield GaugeMetricFamily("crawlq_limit_keys", "Limit keys the store has a record of", keys)
-        yield GaugeMetricFamily("crawlq_limit_keys_blocked", "Limit keys blocked now", blocked)
+        yield GaugeMetricFamily(
+            "crawlq_limit_keys", "Limit keys the store has a record of", summary.limit_keys
+        )
+        yield GaugeMetricFamily(
+            "crawlq_limit_keys_blocked", "Limit keys blocked now", summary.blocked_keys
+        )
 
 
 def render(app: App) -> bytes:

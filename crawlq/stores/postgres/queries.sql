@@ -674,6 +674,15 @@ WHERE k.key > %(after)s
 ORDER BY k.key
 LIMIT %(limit)s;
 
+-- name: summary_crawls
+SELECT state, count(*) AS n, coalesce(sum(done), 0) AS done, coalesce(sum(dead), 0) AS dead,
+       coalesce(sum(cancelled), 0) AS cancelled
+FROM crawlq_crawls GROUP BY state;
+
+-- name: summary_keys
+SELECT count(*) AS n, count(*) FILTER (WHERE blocked_until > crawlq_now(%(now)s)) AS blocked
+FROM crawlq_keys;
+
 -- name: result_lock
 -- The crawl's last sequence number, its counter row made if need be and locked until the
 -- transaction ends (writers of one crawl take turns); no row if the crawl does not exist.

@@ -78,11 +78,18 @@ from crawlq.stores.base import (
     Failure,
     JobFilter,
     Release,
+    StoreSummary,
     WaitParams,
 )
 from crawlq.stores.checks import check_page, check_results, check_ttl
 from crawlq.stores.conflict import Request, merge
-from crawlq.stores.crawlrows import crawl_info, key_limit, limits_json, on_finish_json
+from crawlq.stores.crawlrows import (
+    crawl_info,
+    key_limit,
+    limits_json,
+    on_finish_json,
+    summary_of,
+)
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
 from crawlq.stores.workers import (
     heartbeat_params,
@@ -1292,6 +1299,14 @@ class PostgresStore:
             transaction=False,
         )
         return [_key_limit_from_row(r) for r in rows]
+
+    def store_summary(self, *, now: Timestamp | None = None) -> StoreSummary:
+        def work(conn: Conn) -> StoreSummary:
+            crawls = conn.execute(Q["summary_crawls"]).fetchall()
+            keys = conn.execute(Q["summary_keys"], {"now": now}).fetchone()
+            return summary_of(crawls, keys)
+
+        return self._run("summing up crawls and keys", work, transaction=False)
 
 
 class _OneByOne(Exception):

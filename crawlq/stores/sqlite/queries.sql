@@ -445,6 +445,14 @@ WHERE l.key > :after
 ORDER BY l.key
 LIMIT :limit;
 
+-- name: summary_crawls
+SELECT state, count(*) AS n, coalesce(sum(done), 0) AS done, coalesce(sum(dead), 0) AS dead,
+       coalesce(sum(cancelled), 0) AS cancelled
+FROM crawlq_crawls GROUP BY state;
+
+-- name: summary_keys
+SELECT count(*) AS n, coalesce(sum(blocked_until > :now), 0) AS blocked FROM crawlq_limits;
+
 -- name: limit_prune
 -- Records that say nothing any more: no job, no override, no block or interval to honour.
 DELETE FROM crawlq_limits

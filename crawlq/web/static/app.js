@@ -102,7 +102,8 @@ const pages = {
     const t = o.totals;
     const cards = [["due", t.due], ["scheduled", t.scheduled], ["waiting", t.waiting], ["running", t.running],
       ["done", t.done], ["dead", t.dead], ["done / min", t.done_last_minute], ["oldest due", age(o.oldest_due_age)],
-      ["workers online", o.workers_alive], ["slots", o.workers_slots], ["crawls running", o.crawls_running]];
+      ["workers online", o.workers_alive], ["slots", o.workers_slots], ["crawls running", o.crawls_running],
+      ["blocked keys", o.keys_blocked]];
     return `<h1>Overview</h1><div class="cards">${cards.map(([l, v]) =>
       `<div class="card"><div class="n" data-count="${esc(l)}">${esc(v)}</div><div class="l">${esc(l)}</div></div>`).join("")}</div>
       <h2>Throughput (jobs done per minute, last hour)</h2>${chart(o.throughput)}
