@@ -35,6 +35,8 @@ from crawlq.stores.base import JobFilter, Store
 MAX_PAGE = 1000
 """The largest ``limit`` of one listing."""
 DEFAULT_PAGE = 50
+FAILURES_PAGE = 200
+"""Dead jobs one failures page groups (the dead-letter queue is listed in id order)."""
 MAX_BODY_BYTES = 64 * 1024
 """The largest request body an action takes."""
 MAX_BULK = 10_000
@@ -309,7 +311,7 @@ class Api:
     def failures(self, request: Request, body: None) -> Any:
         """Dead jobs grouped by the last line of their error (the exception)."""
         params = request.query_params
-        limit = _int(params, "limit", MAX_PAGE, 1, MAX_PAGE)
+        limit = _int(params, "limit", FAILURES_PAGE, 1, MAX_PAGE)
         after_id = _int(params, "after_id", 0, 0, MAX_EXACT)
         page = self.store.job_list(JobFilter(state=JobState.DEAD, limit=limit, after_id=after_id))
         groups: dict[str, dict[str, Any]] = {}
