@@ -165,8 +165,8 @@ def test_claim_stays_on_the_claim_index_with_300k_due_jobs_in_one_queue(
 
 @pytest.mark.parametrize(
     "given",
-    [{}, {"states": ["dead"]}, {"queue": "deep", "states": ["ready"]}, {"crawl": 7}],
-    ids=["all", "dead", "queue-state", "crawl"],
+    [{}, {"queue": "deep", "states": ["dead"]}],
+    ids=["all", "queue-state"],
 )
 def test_a_job_listing_reads_the_primary_key_in_order(
     open_pg: OpenPG, raw: Any, given: dict[str, Any]
@@ -182,7 +182,7 @@ def test_a_job_listing_reads_the_primary_key_in_order(
         """INSERT INTO crawlq_jobs (queue, task, args, kwargs, priority, run_at, state,
                                     max_attempts, lease_seconds, created_at, limit_key)
            SELECT 'deep', 't', '[]', '{}', 0, %s, 'ready', 3, 30, %s, 'h' || (i %% 10000)
-           FROM generate_series(1, 200000) AS i""",
+           FROM generate_series(1, 100000) AS i""",
         [T0, T0],
     )
     raw.execute("ANALYZE crawlq_jobs")
@@ -547,7 +547,7 @@ def test_a_claim_reads_only_fronts_however_many_jobs_wait_behind_blocked_keys(
         """INSERT INTO crawlq_jobs (queue, task, args, kwargs, priority, run_at, state,
                                     max_attempts, lease_seconds, created_at, limit_key)
            SELECT 'q', 't', '[]', '{}', 0, %s, 'waiting', 3, 30, %s, 'w' || (i %% 1000)
-           FROM generate_series(1, 200000) AS i""",
+           FROM generate_series(1, 100000) AS i""",
         [T0, T0],
     )
     store.job_schedule([spec(args=[i]) for i in range(50)], now=T0)

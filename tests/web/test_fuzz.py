@@ -33,8 +33,11 @@ ROUTES = [
     ("POST", "/api/actions/limits/{action}"),
 ]
 
-PER_ROUTE = int(os.environ.get("CRAWLQ_FUZZ_PER_ROUTE", "1000"))
-"""Requests per route on SQLite; the server stores get a fifth (the full count under slow)."""
+PER_ROUTE = 1000
+"""Requests per route on SQLite; PostgreSQL and Redis get SERVER_PER_ROUTE (the same
+code answers on every store; the stores' own value checks are the conformance suite's).
+``FUZZ_PER_ROUTE=1000 pytest tests/web/test_fuzz.py`` runs the full count on every store."""
+SERVER_PER_ROUTE = int(os.environ.get("FUZZ_PER_ROUTE", "200"))
 
 PARAMS = ["queue", "state", "task", "key", "crawl", "limit_key", "after_id", "limit", "after"]
 PARAMS += ["order", "x", ""]
@@ -117,10 +120,5 @@ def test_no_5xx_on_malformed_requests(
     client: TestClient, seeded: App, request: pytest.FixtureRequest
 ) -> None:
     store_kind = request.node.callspec.params["store"]
-    count = PER_ROUTE if store_kind == "sqlite" else max(1, PER_ROUTE // 5)
+    count = PER_ROUTE if store_kind == "sqlite" else SERVER_PER_ROUTE
     assert fuzz(client, seed=17, count=count) == []
-
-
-@pytest.mark.slow
-def test_no_5xx_on_malformed_requests_full(client: TestClient, seeded: App) -> None:
-    assert fuzz(client, seed=1717, count=PER_ROUTE) == []
