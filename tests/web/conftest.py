@@ -17,9 +17,6 @@ from crawlq.stores.base import Store
 from crawlq.web import create_app
 from tests.stores.store_helpers import STORE_FACTORIES
 
-ADMIN = "admin-secret"
-READ = "read-secret"
-
 
 @pytest.fixture(params=sorted(STORE_FACTORIES))
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
@@ -46,11 +43,4 @@ def app(store: Store) -> App:
 @pytest.fixture
 def client(app: App) -> Iterator[TestClient]:
     with TestClient(create_app(app), raise_server_exceptions=False) as c:
-        yield c
-
-
-@pytest.fixture
-def secured(app: App) -> Iterator[TestClient]:
-    web = create_app(app, token=ADMIN, read_token=READ)
-    with TestClient(web, raise_server_exceptions=False) as c:
         yield c

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import ADMIN, READ
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.testclient import TestClient
 
@@ -15,6 +15,17 @@ from crawlq.cli.stats import stats_to_dict
 from crawlq.jobs import JobState, WorkerInfo
 from crawlq.limits import Limits
 from crawlq.stores.base import ClaimParams, Failure, JobFilter
+from crawlq.web import create_app
+
+ADMIN = "admin-secret"
+READ = "read-secret"
+
+
+@pytest.fixture
+def secured(app: App) -> Iterator[TestClient]:
+    web = create_app(app, token=ADMIN, read_token=READ)
+    with TestClient(web, raise_server_exceptions=False) as c:
+        yield c
 
 
 def kill(app: App, queue: str, n: int) -> list[int]:
