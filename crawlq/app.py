@@ -26,6 +26,7 @@ from crawlq.crawls import (
 )
 from crawlq.exceptions import ConfigurationError, CrawlClosed, CrawlNotFound, TaskNotFound
 from crawlq.fingerprint import fingerprint_of
+from crawlq.hooks import FailureEvent, Hook, check_hook, run_hooks
 from crawlq.jobs import Job, JobSpec, QueueStats, ScheduleResult, WorkerInfo
 from crawlq.limits import KeyLimit, Limits
 from crawlq.payload import (
@@ -68,6 +69,8 @@ class App:
         self._store_lock = threading.Lock()
         self.max_payload_bytes = max_payload_bytes
         self.tasks: dict[str, Task[Any, Any]] = {}
+        self.failure_hooks: list[Hook] = []
+        self.dead_hooks: list[Hook] = []
 
     # -- the store -------------------------------------------------------------------
 
@@ -135,6 +138,27 @@ class App:
             return task
 
         return register if fn is None else register(fn)
+
+    def on_failure(self, hook: Hook) -> Hook:
+        """Register ``hook(event)`` for every failed attempt of every task (a decorator);
+        see ``crawlq.hooks``."""
+        self.failure_hooks.append(check_hook("on_failure", hook) or hook)
+        return hook
+
+    def on_dead(self, hook: Hook) -> Hook:
+        """Register ``hook(event)`` for every job of every task that goes dead (a
+        decorator); see ``crawlq.hooks``."""
+        self.dead_hooks.append(check_hook("on_dead", hook) or hook)
+        return hook
+
+    def failed(self, event: FailureEvent) -> None:
+        """Run the hooks of a failed attempt: the task's, then the app's."""
+        task = self.tasks.get(event.job.task)
+        on_failure = task.options.on_failure if task is not None else None
+        run_hooks([*filter(None, [on_failure]), *self.failure_hooks], event)
+        if event.dead:
+            on_dead = task.options.on_dead if task is not None else None
+            run_hooks([*filter(None, [on_dead]), *self.dead_hooks], event)
 
     def get_task(self, name: str) -> Task[Any, Any]:
         try:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from crawlq.config import DEFAULT_LEASE_SECONDS, DEFAULT_MAX_ATTEMPTS
 from crawlq.exceptions import ConfigurationError, PayloadError
+from crawlq.hooks import Hook, check_hook
 from crawlq.jobs import ConflictPolicy, JobSpec, ScheduleResult
 from crawlq.payload import MAX_COUNT, check_count, check_name, check_priority, check_seconds
 from crawlq.retry import Backoff
@@ -70,6 +71,8 @@ class TaskOptions:
     - ``timeout``: seconds an attempt may run before it fails with reason ``timeout``.
     - ``on_conflict``: ``replace`` (default), ``keep`` or ``earliest``, for unique keys.
     - ``priority``: default priority of its jobs; higher runs first (default 0).
+    - ``on_failure``, ``on_dead``: functions called with a ``crawlq.hooks.FailureEvent``
+      when an attempt fails, and when the job goes dead (see ``crawlq.hooks``).
     """
 
     queue: str
@@ -79,6 +82,8 @@ class TaskOptions:
     timeout: float | None = None
     on_conflict: ConflictPolicy = ConflictPolicy.REPLACE
     priority: int = 0
+    on_failure: Hook | None = None
+    on_dead: Hook | None = None
 
     def __post_init__(self) -> None:
         """Every option is checked here, once, with the rules of ``crawlq.payload``."""
@@ -92,6 +97,8 @@ class TaskOptions:
         if self.timeout is not None:
             check_seconds("timeout", self.timeout)
         check_priority(self.priority)
+        check_hook("on_failure", self.on_failure)
+        check_hook("on_dead", self.on_dead)
 
 
 def make_options(name: str, raw: Mapping[str, Any]) -> TaskOptions:

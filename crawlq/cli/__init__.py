@@ -22,6 +22,7 @@ from crawlq.cli.jobs import cancel, job, jobs, prune
 from crawlq.cli.limits import limit
 from crawlq.cli.schedule import schedule
 from crawlq.cli.stats import stats
+from crawlq.cli.web import web
 from crawlq.cli.worker import worker
 from crawlq.cli.workers import workers
 
@@ -68,6 +69,7 @@ for command in (
     crawl_resume,
     crawl_cancel,
     limit,
+    web,
 ):
     cli.add_command(command)
 

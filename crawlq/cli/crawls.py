@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import click
+from rich.table import Table
 
 from crawlq.app import App
 from crawlq.cli.common import json_option, open_app, target_options
 from crawlq.cli.output import cell, console, human_age, iso_utc, print_json, table
+from crawlq.cli.watch import check_watch, run_watch, stamp, watch_option
 from crawlq.crawls import CrawlInfo, CrawlState
 from crawlq.payload import MAX_EXACT
 from crawlq.types import Timestamp
@@ -56,7 +58,8 @@ def _age(c: CrawlInfo, now: Timestamp) -> str:
 )
 @click.option("--limit", type=click.IntRange(min=1, max=MAX_EXACT), default=100, show_default=True)
 @json_option
-def crawls(state: str | None, limit: int, as_json: bool) -> None:
+@watch_option
+def crawls(state: str | None, limit: int, as_json: bool, watch: float | None) -> None:
     """List crawls with their progress, oldest first.
 
     \b
@@ -71,9 +74,18 @@ def crawls(state: str | None, limit: int, as_json: bool) -> None:
     \b
     Example:
       crawlq --store sqlite:///crawl.db crawls --state running
+      crawlq crawls --watch 5
     """
+    check_watch(watch, as_json)
+    wanted = None if state is None else CrawlState(state)
     with open_app() as app:
-        rows = app.crawls(state=None if state is None else CrawlState(state), limit=limit)
+        if watch is not None:
+            run_watch(
+                watch,
+                lambda: stamp(crawls_table(app.crawls(state=wanted, limit=limit), app.store.now())),
+            )
+            return
+        rows = app.crawls(state=wanted, limit=limit)
         now = app.store.now()
     if as_json:
         print_json([crawl_to_dict(c) for c in rows])
@@ -81,6 +93,10 @@ def crawls(state: str | None, limit: int, as_json: bool) -> None:
     if not rows:
         click.echo("no crawls" + (f" in state {state}" if state else ""), err=True)
         return
+    console().print(crawls_table(rows, now))
+
+
+def crawls_table(rows: list[CrawlInfo], now: Timestamp) -> Table:
     out = table(
         ">ID",
         "NAME",
@@ -103,10 +119,10 @@ def crawls(state: str | None, limit: int, as_json: bool) -> None:
             cell(progress(c)),
             cell(_age(c, now)),
         )
-    console().print(out)
+    return out
 
 
-def _show(c: CrawlInfo, now: Timestamp) -> None:
+def _show(c: CrawlInfo, now: Timestamp) -> Table:
     out = table("FIELD", "VALUE", title=f"crawl {c.id}")
     for name, value in (
         ("name", c.name),
@@ -125,14 +141,15 @@ def _show(c: CrawlInfo, now: Timestamp) -> None:
         ("meta", c.meta or None),
     ):
         out.add_row(cell(name), cell(value))
-    console().print(out)
+    return out
 
 
 @click.command("crawl-status")
 @target_options
 @click.argument("crawl_id", type=int, metavar="ID")
 @json_option
-def crawl_status(crawl_id: int, as_json: bool) -> None:
+@watch_option
+def crawl_status(crawl_id: int, as_json: bool, watch: float | None) -> None:
     """Show one crawl: state, counters, progress, times.
 
     Exit code 0 whatever its state; 1 if there is no such crawl. --json prints the
@@ -141,14 +158,19 @@ def crawl_status(crawl_id: int, as_json: bool) -> None:
     \b
     Example:
       crawlq --store postgresql://db/jobs crawl-status 7
+      crawlq crawl-status 7 --watch
     """
+    check_watch(watch, as_json)
     with open_app() as app:
         info = app.get_crawl(crawl_id)
+        if watch is not None:
+            run_watch(watch, lambda: stamp(_show(app.get_crawl(crawl_id), app.store.now())))
+            return
         now = app.store.now()
     if as_json:
         print_json(crawl_to_dict(info))
     else:
-        _show(info, now)
+        console().print(_show(info, now))
 
 
 def _change(name: str, action: Callable[[App, int], CrawlInfo], doc: str) -> click.Command:

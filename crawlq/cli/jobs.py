@@ -50,6 +50,9 @@ after_id_option = click.option(
     help="Only jobs in this state.",
 )
 @click.option("--task", metavar="TASK", help="Only jobs of this task (its registered name).")
+@click.option("--key", metavar="KEY", help="Only jobs with this unique key.")
+@click.option("--crawl", type=click.IntRange(min=1), metavar="ID", help="Only jobs of this crawl.")
+@click.option("--limit-key", metavar="KEY", help="Only jobs of this limit key (a host).")
 @limit_option
 @after_id_option
 @json_option
@@ -57,6 +60,9 @@ def jobs(
     queue: str | None,
     state: str | None,
     task: str | None,
+    key: str | None,
+    crawl: int | None,
+    limit_key: str | None,
     limit: int,
     after_id: int,
     as_json: bool,
@@ -69,10 +75,14 @@ def jobs(
     \b
     Example:
       crawlq jobs --queue pages --state pending --limit 20
+      crawlq jobs --crawl 7 --limit-key example.com
     """
     where = JobFilter(
         queue=queue,
         task=task,
+        key=key,
+        crawl=crawl,
+        limit_key=limit_key,
         state=None if state is None else JobState(state),
         limit=limit,
         after_id=after_id,

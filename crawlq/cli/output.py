@@ -109,6 +109,8 @@ def job_to_dict(job: Job) -> dict[str, Any]:
         "created_at": iso_utc(job.created_at),
         "started_at": iso_utc(job.started_at),
         "finished_at": iso_utc(job.finished_at),
+        "crawl_id": job.crawl_id,
+        "limit_key": job.limit_key,
     }
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import click
+from rich.table import Table
 
 from crawlq.cli.common import json_option, open_app, target_options
 from crawlq.cli.output import cell, console, human_age, print_json, table
+from crawlq.cli.watch import check_watch, run_watch, stamp, watch_option
 from crawlq.jobs import QueueStats
 
 
@@ -28,7 +30,8 @@ def stats_to_dict(s: QueueStats) -> dict[str, object]:
 @click.command()
 @target_options
 @json_option
-def stats(as_json: bool) -> None:
+@watch_option
+def stats(as_json: bool, watch: float | None) -> None:
     """Show counts for every queue.
 
     \b
@@ -47,8 +50,13 @@ def stats(as_json: bool) -> None:
     \b
     Example:
       crawlq --store sqlite:///jobs.db stats
+      crawlq stats --watch 1
     """
+    check_watch(watch, as_json)
     with open_app() as app:
+        if watch is not None:
+            run_watch(watch, lambda: stamp(stats_table(app.stats())))
+            return
         rows = app.stats()
     if as_json:
         print_json([stats_to_dict(s) for s in rows])
@@ -56,6 +64,10 @@ def stats(as_json: bool) -> None:
     if not rows:
         click.echo("no queues yet: nothing has been scheduled in this store", err=True)
         return
+    console().print(stats_table(rows))
+
+
+def stats_table(rows: list[QueueStats]) -> Table:
     out = table(
         "QUEUE",
         ">DUE",
@@ -88,4 +100,4 @@ def stats(as_json: bool) -> None:
             cell(human_age(s.oldest_due_age)),
             cell(s.done_last_minute),
         )
-    console().print(out)
+    return out

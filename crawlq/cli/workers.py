@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import click
+from rich.table import Table
 
 from crawlq.cli.common import json_option, open_app, target_options
 from crawlq.cli.output import cell, console, human_age, iso_utc, print_json, table
+from crawlq.cli.watch import check_watch, run_watch, stamp, watch_option
 from crawlq.jobs import WorkerInfo
 from crawlq.types import Timestamp
 
@@ -45,7 +47,8 @@ def worker_to_dict(w: WorkerInfo, now: Timestamp) -> dict[str, object]:
 @click.command()
 @target_options
 @json_option
-def workers(as_json: bool) -> None:
+@watch_option
+def workers(as_json: bool, watch: float | None) -> None:
     """Show every registered worker: alive ones first, then lost, stopped and dead ones.
 
     \b
@@ -68,8 +71,13 @@ def workers(as_json: bool) -> None:
     \b
     Example:
       crawlq --store postgresql://localhost/jobs workers
+      crawlq workers --watch
     """
+    check_watch(watch, as_json)
     with open_app() as app:
+        if watch is not None:
+            run_watch(watch, lambda: stamp(workers_table(app.workers(), app.store.now())))
+            return
         rows = app.workers()
         now = app.store.now()
     if as_json:
@@ -78,6 +86,10 @@ def workers(as_json: bool) -> None:
     if not rows:
         click.echo("no workers yet: none has registered with this store", err=True)
         return
+    console().print(workers_table(rows, now))
+
+
+def workers_table(rows: list[WorkerInfo], now: Timestamp) -> Table:
     out = table(
         "ID",
         "HOST",
@@ -104,4 +116,4 @@ def workers(as_json: bool) -> None:
             cell(human_age(now - w.started_at) + " ago"),
             cell(human_age(now - w.last_heartbeat) + " ago"),
         )
-    console().print(out)
+    return out

@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 from crawlq.crawls import CrawlInfo, CrawlSpec, CrawlState
 from crawlq.jobs import Job, JobSpec, JobState, Lease, QueueStats, ScheduleResult, WorkerInfo
 from crawlq.limits import KeyLimit, Limits
-from crawlq.payload import MAX_EXACT, check_count
+from crawlq.payload import MAX_EXACT, check_count, check_text
 from crawlq.types import JobId, JSONValue, Timestamp
 
 
@@ -84,6 +84,12 @@ class JobFilter:
     queue: str | None = None
     task: str | None = None
     state: JobState | None = None
+    key: str | None = None
+    """Only jobs with this unique key."""
+    crawl: int | None = None
+    """Only jobs of this crawl."""
+    limit_key: str | None = None
+    """Only jobs of this limit key (a host)."""
     finished_before: Timestamp | None = None
     """Only jobs that finished before this time."""
     limit: int | None = None
@@ -96,6 +102,26 @@ class JobFilter:
         if self.limit is not None:
             check_count("limit", self.limit, -MAX_EXACT)
         check_count("after_id", self.after_id, -MAX_EXACT)
+        if self.crawl is not None:
+            check_count("crawl id", self.crawl, 1)
+        texts = (("queue", self.queue), ("task", self.task), ("key", self.key))
+        for what, text in (*texts, ("limit_key", self.limit_key)):
+            if text is not None:
+                check_text(text, what, nul=False)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoreSummary:
+    """Counts over crawls and limit keys, read without listing them (``/metrics``)."""
+
+    crawls: dict[CrawlState, int]
+    """Crawls by state; every state is present (0 when none)."""
+    crawl_jobs: dict[str, int]
+    """Jobs of every crawl that ended ``done``, ``dead`` and ``cancelled``."""
+    limit_keys: int
+    """Limit keys the store has a record of (those ``limit_list`` lists)."""
+    blocked_keys: int
+    """Of those, the keys blocked at now (``blocked_until`` > now)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -406,3 +432,7 @@ class Store(Protocol):
 
     def limit_list(self, *, limit: int = 100, after: str = "") -> list[KeyLimit]:
         """Keys greater than ``after``, in key order, at most ``limit``."""
+
+    def store_summary(self, *, now: Timestamp | None = None) -> StoreSummary:
+        """Crawls by state and the jobs they ended, limit keys and those blocked at now:
+        the figures of ``/metrics``, in one read, without listing crawls or keys."""

@@ -4,12 +4,13 @@ and PostgreSQL (rows with the same column names)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from crawlq.crawls import CrawlInfo, CrawlState
 from crawlq.jobs import ConflictPolicy, JobSpec
 from crawlq.limits import KeyLimit, Limits
+from crawlq.stores.base import StoreSummary
 from crawlq.types import JSONValue
 
 
@@ -98,4 +99,22 @@ def key_limit(row: Row, next_start: float | None) -> KeyLimit:
         last_start=row["last_start"],
         pending=row["pending"],
         next_start=next_start,
+    )
+
+
+def summary_of(crawl_rows: Sequence[Row], key_row: Row | None) -> StoreSummary:
+    """A StoreSummary from the rows of ``summary_crawls`` (state, n, done, dead,
+    cancelled) and ``summary_keys`` (n, blocked)."""
+    assert key_row is not None  # an aggregate always has a row
+    crawls = dict.fromkeys(CrawlState, 0)
+    ended = {"done": 0, "dead": 0, "cancelled": 0}
+    for row in crawl_rows:
+        crawls[CrawlState(row["state"])] = int(row["n"])
+        for name in ended:
+            ended[name] += int(row[name])
+    return StoreSummary(
+        crawls=crawls,
+        crawl_jobs=ended,
+        limit_keys=int(key_row["n"]),
+        blocked_keys=int(key_row["blocked"]),
     )

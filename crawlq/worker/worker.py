@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from crawlq.config import DEAD_AFTER, WorkerSettings
 from crawlq.exceptions import ConfigurationError, StoreError
+from crawlq.hooks import FailureEvent
 from crawlq.jobs import Job, Lease, WorkerInfo
 from crawlq.stores.base import ClaimParams, Failure, Release, WaitParams
 from crawlq.worker.acks import Acker
@@ -87,6 +88,16 @@ class WorkerCounters:
         )
         counts = (("snoozed", self.snoozed), ("timed out", self.timed_out), ("lost", self.lost))
         return ", ".join([text, *(f"{name} {n}" for name, n in counts if n)])
+
+
+def failure_event(job: Job, failure: Failure) -> FailureEvent:
+    return FailureEvent(
+        job=job,
+        exception=failure.exception,
+        error=failure.error,
+        reason=failure.reason,
+        retry_delay=failure.retry_delay,
+    )
 
 
 def log_failure(job: Job, failure: Failure) -> None:
@@ -362,6 +373,7 @@ class Worker:
             self._acker.put(outcome)
         if isinstance(outcome, Failure):
             log_failure(held.job, outcome)
+            self.app.failed(failure_event(held.job, outcome))
         kind = type(outcome).__name__.lower()
         self.counters.outcomes[kind] = self.counters.outcomes.get(kind, 0) + 1
         if kind == "completion":

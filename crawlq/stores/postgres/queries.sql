@@ -269,6 +269,9 @@ WHERE id > %(after_id)s
   AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
   AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
   AND (%(task)s::text IS NULL OR task = %(task)s::text)
+  AND (%(key)s::text IS NULL OR key = %(key)s::text)
+  AND (%(crawl)s::bigint IS NULL OR crawl_id = %(crawl)s::bigint)
+  AND (%(limit_key)s::text IS NULL OR limit_key = %(limit_key)s::text)
   AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
   AND (%(finished_before)s::float8 IS NULL OR finished_at < %(finished_before)s::float8)
 ORDER BY id
@@ -284,6 +287,9 @@ WITH candidates AS (
       AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
       AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
       AND (%(task)s::text IS NULL OR task = %(task)s::text)
+      AND (%(key)s::text IS NULL OR key = %(key)s::text)
+      AND (%(crawl)s::bigint IS NULL OR crawl_id = %(crawl)s::bigint)
+      AND (%(limit_key)s::text IS NULL OR limit_key = %(limit_key)s::text)
       AND state = 'dead'
       AND (%(finished_before)s::float8 IS NULL OR finished_at < %(finished_before)s::float8)
     ORDER BY id
@@ -318,6 +324,9 @@ WHERE state IN ('done', 'dead', 'cancelled')
       AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
       AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
       AND (%(task)s::text IS NULL OR task = %(task)s::text)
+      AND (%(key)s::text IS NULL OR key = %(key)s::text)
+      AND (%(crawl)s::bigint IS NULL OR crawl_id = %(crawl)s::bigint)
+      AND (%(limit_key)s::text IS NULL OR limit_key = %(limit_key)s::text)
       AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
       AND (%(finished_before)s::float8 IS NULL OR finished_at < %(finished_before)s::float8)
     ORDER BY id
@@ -673,6 +682,15 @@ LEFT JOIN crawlq_jobs AS f ON f.id = k.front
 WHERE k.key > %(after)s
 ORDER BY k.key
 LIMIT %(limit)s;
+
+-- name: summary_crawls
+SELECT state, count(*) AS n, coalesce(sum(done), 0) AS done, coalesce(sum(dead), 0) AS dead,
+       coalesce(sum(cancelled), 0) AS cancelled
+FROM crawlq_crawls GROUP BY state;
+
+-- name: summary_keys
+SELECT count(*) AS n, count(*) FILTER (WHERE blocked_until > crawlq_now(%(now)s)) AS blocked
+FROM crawlq_keys;
 
 -- name: result_lock
 -- The crawl's last sequence number, its counter row made if need be and locked until the

@@ -32,7 +32,7 @@ import operator
 import re
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
@@ -79,11 +79,18 @@ from crawlq.stores.base import (
     Failure,
     JobFilter,
     Release,
+    StoreSummary,
     WaitParams,
 )
 from crawlq.stores.checks import check_page, check_results, check_ttl
 from crawlq.stores.conflict import Request, merge
-from crawlq.stores.crawlrows import crawl_info, key_limit, limits_json, on_finish_json
+from crawlq.stores.crawlrows import (
+    crawl_info,
+    key_limit,
+    limits_json,
+    on_finish_json,
+    summary_of,
+)
 from crawlq.stores.postgres.connections import Connections, unwell
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
 from crawlq.stores.workers import (
@@ -109,6 +116,22 @@ def _limited(name: str, limit: int | None) -> str:
     1). With the number in the text each limit gets its own plan, which reads the claim
     index in order."""
     return Q[name].replace("%(limit)s", "NULL" if limit is None else str(operator.index(limit)))
+
+
+_OPTIONAL_FILTER = re.compile(r"^\s*AND \(%\((\w+)\)s::[\w\[\]0-9]+ IS NULL OR .*\)\s*$")
+
+
+def _filtered(sql: str, params: Mapping[str, Any]) -> str:
+    """``sql`` without its optional filter lines (``AND (%(x)s IS NULL OR ...)``) whose
+    parameter is None. On a generic plan those lines hide the filter's selectivity: with
+    all of them the planner expects one row and sorts a million instead of reading the
+    primary key in order (1 s a page, not 1 ms); each set of filters gets its own plan."""
+    kept = []
+    for line in sql.splitlines(keepends=True):
+        match = _OPTIONAL_FILTER.match(line)
+        if match is None or params.get(match.group(1)) is not None:
+            kept.append(line)
+    return "".join(kept)
 
 
 COMPACT_AFTER = 1000
@@ -789,6 +812,9 @@ class PostgresStore:
             "ids": None if where.ids is None else list(where.ids),
             "queue": where.queue,
             "task": where.task,
+            "key": where.key,
+            "crawl": where.crawl,
+            "limit_key": where.limit_key,
             "states": None if where.state is None else INTERNAL_STATES[where.state],
             "finished_before": where.finished_before,
             "limit": where.limit,
@@ -798,7 +824,9 @@ class PostgresStore:
         params = self._filter_params(where)
         rows = self._run(
             "listing jobs",
-            lambda c: c.execute(_limited("job_list", where.limit), params).fetchall(),
+            lambda c: c.execute(
+                _filtered(_limited("job_list", where.limit), params), params
+            ).fetchall(),
             transaction=False,
         )
         return [_job_from_row(r) for r in rows]
@@ -809,7 +837,9 @@ class PostgresStore:
         params = {**self._filter_params(where), "now": now}
         rows = self._run(
             "requeueing dead jobs",
-            lambda c: c.execute(_limited("job_requeue", where.limit), params).fetchall(),
+            lambda c: c.execute(
+                _filtered(_limited("job_requeue", where.limit), params), params
+            ).fetchall(),
             transaction=False,
         )
         return sorted(int(r["id"]) for r in rows)
@@ -820,7 +850,9 @@ class PostgresStore:
             params["states"] = FINISHED
         return self._run(
             "purging jobs",
-            lambda c: c.execute(_limited("job_purge", where.limit), params).rowcount,
+            lambda c: (
+                c.execute(_filtered(_limited("job_purge", where.limit), params), params).rowcount
+            ),
             transaction=False,
         )
 
@@ -1260,6 +1292,14 @@ class PostgresStore:
             transaction=False,
         )
         return [_key_limit_from_row(r) for r in rows]
+
+    def store_summary(self, *, now: Timestamp | None = None) -> StoreSummary:
+        def work(conn: Conn) -> StoreSummary:
+            crawls = conn.execute(Q["summary_crawls"]).fetchall()
+            keys = conn.execute(Q["summary_keys"], {"now": now}).fetchone()
+            return summary_of(crawls, keys)
+
+        return self._run("summing up crawls and keys", work, transaction=False)
 
 
 class _OneByOne(Exception):

@@ -56,6 +56,7 @@ from crawlq.stores.base import (
     Failure,
     JobFilter,
     Release,
+    StoreSummary,
     WaitParams,
 )
 from crawlq.stores.checks import check_page, check_results, check_ttl
@@ -111,6 +112,7 @@ SCRIPTS = (
     "limit_set",
     "limit_block",
     "limit_read",
+    "store_summary",
 )
 SCAN_BUDGET = 1000
 """Job ids one listing, requeue or purge script looks at per call (bounds its run time)."""
@@ -641,6 +643,9 @@ class RedisStore:
                 _opt_number(where.finished_before, "finished_before"),
                 str(remaining),
                 str(SCAN_BUDGET),
+                _opt(where.key),
+                "" if where.crawl is None else "=" + str(where.crawl),
+                _opt(where.limit_key),
             ]
             cursor, done, matched, payload = self._run(operation, script, args)
             yield payload
@@ -919,6 +924,18 @@ class RedisStore:
         ]
         flat = self._run("creating a crawl", "crawl_create", args)
         return _crawl_from_hash(crawl_id, dict(zip(flat[::2], flat[1::2], strict=True)))
+
+    def store_summary(self, *, now: Timestamp | None = None) -> StoreSummary:
+        raw = self._run("summing up crawls and keys", "store_summary", [_now_arg(now)])
+        counts = {str(k): int(v) for k, v in json.loads(raw).items()}
+        return StoreSummary(
+            crawls={s: counts.get(s.value, 0) for s in CrawlState},
+            crawl_jobs={
+                name: counts.get("job_" + name, 0) for name in ("done", "dead", "cancelled")
+            },
+            limit_keys=counts.get("keys", 0),
+            blocked_keys=counts.get("blocked", 0),
+        )
 
     def crawl_get(self, crawl_id: int) -> CrawlInfo | None:
         with _translate("reading a crawl"):

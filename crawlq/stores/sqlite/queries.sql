@@ -144,6 +144,9 @@ WHERE id > :after_id
   AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
   AND (:queue IS NULL OR queue = :queue)
   AND (:task IS NULL OR task = :task)
+  AND (:key IS NULL OR key = :key)
+  AND (:crawl IS NULL OR crawl_id = :crawl)
+  AND (:limit_key IS NULL OR limit_key = :limit_key)
   AND (:state IS NULL OR state IN (SELECT value FROM json_each(:state)))
   AND (:finished_before IS NULL OR finished_at < :finished_before)
 ORDER BY id
@@ -441,6 +444,14 @@ FROM crawlq_limits AS l LEFT JOIN crawlq_jobs AS f ON f.id = l.front
 WHERE l.key > :after
 ORDER BY l.key
 LIMIT :limit;
+
+-- name: summary_crawls
+SELECT state, count(*) AS n, coalesce(sum(done), 0) AS done, coalesce(sum(dead), 0) AS dead,
+       coalesce(sum(cancelled), 0) AS cancelled
+FROM crawlq_crawls GROUP BY state;
+
+-- name: summary_keys
+SELECT count(*) AS n, coalesce(sum(blocked_until > :now), 0) AS blocked FROM crawlq_limits;
 
 -- name: limit_prune
 -- Records that say nothing any more: no job, no override, no block or interval to honour.

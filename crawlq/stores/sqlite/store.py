@@ -60,6 +60,7 @@ from crawlq.stores.base import (
     Failure,
     JobFilter,
     Release,
+    StoreSummary,
     WaitParams,
 )
 from crawlq.stores.checks import check_page, check_results, check_ttl
@@ -71,6 +72,7 @@ from crawlq.stores.crawlrows import (
     limits_json,
     on_finish_json,
     on_finish_spec,
+    summary_of,
 )
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
 from crawlq.stores.workers import (
@@ -746,6 +748,9 @@ class SQLiteStore:
             "ids": None if where.ids is None else _dumps(list(where.ids)),
             "queue": where.queue,
             "task": where.task,
+            "key": where.key,
+            "crawl": where.crawl,
+            "limit_key": where.limit_key,
             "state": None if where.state is None else _dumps(INTERNAL_STATES[where.state]),
             "finished_before": where.finished_before,
             "limit": -1 if where.limit is None else where.limit,
@@ -1248,6 +1253,15 @@ class SQLiteStore:
             "listing limit keys", lambda c: c.execute(Q["limit_list"], params).fetchall()
         )
         return [_key_limit_from_row(r) for r in rows]
+
+    def store_summary(self, *, now: Timestamp | None = None) -> StoreSummary:
+        t = self._now(now)
+
+        def work(conn: sqlite3.Connection) -> StoreSummary:
+            crawls = conn.execute(Q["summary_crawls"]).fetchall()
+            return summary_of(crawls, conn.execute(Q["summary_keys"], {"now": t}).fetchone())
+
+        return self._read("summing up crawls and keys", work)
 
 
 def _with_crawl(spec: JobSpec, crawl_id: int) -> JobSpec:

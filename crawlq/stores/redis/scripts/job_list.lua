@@ -1,7 +1,7 @@
 -- job_list.lua: one page of the jobs matching a filter, in id order.
 --
 -- KEYS:    none; names are built from the prefix (keys.py)
--- ARGV:    prefix, now (unused), then the 8 filter arguments (read_filter in the prelude)
+-- ARGV:    prefix, now (unused), then the 11 filter arguments (read_filter in the prelude)
 -- Returns: {cursor, done, matched, jobs}: the last id looked at, 1 when nothing is left
 --          to look at, how many matched, and the jobs as a JSON list of
 --          [id, [field, value, ...]].

@@ -1,7 +1,7 @@
 -- job_purge.lua: delete matching finished jobs; one page of the filter at a time.
 --
 -- KEYS:    none; names are built from the prefix (keys.py)
--- ARGV:    prefix, now (unused), then the 8 filter arguments (read_filter; states are
+-- ARGV:    prefix, now (unused), then the 11 filter arguments (read_filter; states are
 --          finished ones only)
 -- Returns: {cursor, done, matched, deleted}: as job_list.lua, with how many were deleted.
 -- Touches: {p}:jobs, {p}:job:{id}, {p}:followup:{id}, {p}:q:{queue}:{state}, :counts

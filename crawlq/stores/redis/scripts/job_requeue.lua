@@ -3,7 +3,7 @@
 -- closed, stays dead. A requeued keyed job waits behind its limit key's front.
 --
 -- KEYS:    none; names are built from the prefix (keys.py)
--- ARGV:    prefix, now, then the 8 filter arguments (read_filter; states = dead)
+-- ARGV:    prefix, now, then the 11 filter arguments (read_filter; states = dead)
 -- Returns: {cursor, done, matched, {id...}}: as job_list.lua, with the ids requeued.
 -- Touches: {p}:jobs, {p}:job:{id}, {p}:q:{queue}:dead, :counts, :keys, :prios,
 --          :p:{priority}, {p}:crawl:{crawl}, {p}:cpend:{crawl}, {p}:limit:{lkey},

@@ -788,7 +788,8 @@ local function read_filter(i)
   local f = {
     after = tonumber(ARGV[i]), queue = opt(ARGV[i + 2]), task = opt(ARGV[i + 3]),
     finished_before = opt_number(ARGV[i + 5]), limit = tonumber(ARGV[i + 6]),
-    budget = tonumber(ARGV[i + 7]),
+    budget = tonumber(ARGV[i + 7]), key = opt(ARGV[i + 8]), crawl = opt(ARGV[i + 9]),
+    limit_key = opt(ARGV[i + 10]),
   }
   local ids = opt(ARGV[i + 1])
   if ids then
@@ -805,11 +806,16 @@ local function read_filter(i)
 end
 
 local function matches(f, id)
-  local v = redis.call('HMGET', K.job(id), 'queue', 'task', 'state', 'finished_at')
+  local v = redis.call('HMGET', K.job(id), 'queue', 'task', 'state', 'finished_at', 'key',
+    'crawl_id', 'limit_key')
   if not v[1] then
     return false
   end
   if (f.queue and v[1] ~= f.queue) or (f.task and v[2] ~= f.task) then
+    return false
+  end
+  if (f.key and v[5] ~= f.key) or (f.crawl and v[6] ~= f.crawl)
+      or (f.limit_key and v[7] ~= f.limit_key) then
     return false
   end
   if f.states and not f.states[v[3]] then
