@@ -228,6 +228,14 @@ class Store(Protocol):
     def job_cancel(self, ids: Sequence[JobId], *, now: Timestamp | None = None) -> list[JobId]:
         """Cancel the pending or running jobs among ``ids``; returns those cancelled."""
 
+    def job_reschedule(
+        self, ids: Sequence[JobId], run_at: Timestamp | None = None, *, now: Timestamp | None = None
+    ) -> list[JobId]:
+        """Move the pending jobs among ``ids`` to ``run_at`` (None: the store's now), as a
+        schedule with ``on_conflict="replace"`` would: a held job stays held, a keyed one
+        goes back behind its key. Returns the ids moved, in id order; running and finished
+        jobs are left alone."""
+
     def job_get(self, job_id: JobId) -> Job | None:
         """One job, or None if there is no such job (or it was pruned)."""
 

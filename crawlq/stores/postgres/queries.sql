@@ -112,6 +112,16 @@ WHERE j.state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
 ORDER BY j.id
 FOR UPDATE OF j;
 
+-- name: job_lock_pending
+-- Pending jobs among some ids, locked for this transaction, and the instant.
+SELECT j.id, j.state, j.task, j.args, j.kwargs, j.priority, j.run_at, j.own_run_at,
+       j.max_attempts, j.lease_seconds, j.timeout, j.followup, j.crawl_id, j.limit_key,
+       crawlq_now(%(now)s) AS now
+FROM crawlq_jobs AS j
+WHERE j.id = ANY(%(ids)s::bigint[]) AND j.state IN ('scheduled', 'ready', 'waiting', 'held')
+ORDER BY j.id
+FOR UPDATE OF j;
+
 -- name: job_update_pending
 -- Pending jobs take the requests merged into them (one row per job). Waiting and held
 -- jobs stay so; a key's front goes back to waiting, and the trigger re-times it.

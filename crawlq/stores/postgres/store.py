@@ -795,6 +795,25 @@ class PostgresStore:
         )
         return sorted(int(r["id"]) for r in rows)
 
+    def job_reschedule(
+        self, ids: Sequence[JobId], run_at: Timestamp | None = None, *, now: Timestamp | None = None
+    ) -> list[JobId]:
+        if not ids:
+            return []
+        params = {"ids": sorted({operator.index(i) for i in ids}), "now": now}
+
+        def work(conn: Conn) -> list[JobId]:
+            rows = conn.execute(Q["job_lock_pending"], params).fetchall()
+            jobs = [_live_from_row(r) for r in rows]
+            for job, row in zip(jobs, rows, strict=True):
+                when = row["now"] if run_at is None else run_at
+                job.request = dataclasses.replace(job.request, run_at=when)
+            if jobs:
+                conn.execute(Q["job_update_pending"], _pending_params(jobs, now))
+            return [j.id for j in jobs]
+
+        return self._run("rescheduling jobs", work)
+
     # -- reading ---------------------------------------------------------------------
 
     def job_get(self, job_id: JobId) -> Job | None:

@@ -86,6 +86,7 @@ SCRIPTS = (
     "job_release",
     "job_expire_leases",
     "job_cancel",
+    "job_reschedule",
     "job_list",
     "job_requeue",
     "job_purge",
@@ -606,6 +607,15 @@ class RedisStore:
             return []
         args = [_now_arg(now), *(str(operator.index(i)) for i in ids)]
         return [int(job_id) for job_id in self._run("cancelling jobs", "job_cancel", args)]
+
+    def job_reschedule(
+        self, ids: Sequence[JobId], run_at: Timestamp | None = None, *, now: Timestamp | None = None
+    ) -> list[JobId]:
+        if not ids:
+            return []
+        when = "" if run_at is None else _number(run_at, "run_at")
+        args = [_now_arg(now), when, *(str(operator.index(i)) for i in ids)]
+        return [int(job_id) for job_id in self._run("rescheduling jobs", "job_reschedule", args)]
 
     # -- reading, requeueing, purging ------------------------------------------------
 

@@ -21,6 +21,13 @@ FROM crawlq_jobs
 WHERE queue = :queue AND key = :key
   AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running');
 
+-- name: job_pending_by_id
+-- A pending job as job_update_pending rewrites it (a front by its own run_at).
+SELECT id, priority, coalesce(own_run_at, run_at) AS run_at, args, kwargs, task,
+       max_attempts, lease_seconds, timeout, crawl_id, limit_key
+FROM crawlq_jobs
+WHERE id = :id AND state IN ('scheduled', 'ready', 'waiting', 'held');
+
 -- name: job_update_pending
 -- A held job stays held; a keyed one goes back behind its key (the store reconciles it).
 UPDATE crawlq_jobs

@@ -170,6 +170,22 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+def _request_from_row(row: sqlite3.Row) -> Request:
+    """The request a pending job's row holds (``run_at`` its own, for a front)."""
+    return Request(
+        task=row["task"],
+        args=json.loads(row["args"]),
+        kwargs=json.loads(row["kwargs"]),
+        priority=row["priority"],
+        run_at=row["run_at"],
+        max_attempts=row["max_attempts"],
+        lease_seconds=row["lease_seconds"],
+        timeout=row["timeout"],
+        crawl=row["crawl_id"],
+        limit_key=row["limit_key"],
+    )
+
+
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
@@ -401,24 +417,23 @@ class SQLiteStore:
         row = live.fetchone()
         if row["state"] == "running":
             return self._defer(conn, row, incoming, spec)
-        existing = Request(
-            task=row["task"],
-            args=json.loads(row["args"]),
-            kwargs=json.loads(row["kwargs"]),
-            priority=row["priority"],
-            run_at=row["run_at"],
-            max_attempts=row["max_attempts"],
-            lease_seconds=row["lease_seconds"],
-            timeout=row["timeout"],
-            crawl=row["crawl_id"],
-            limit_key=row["limit_key"],
-        )
-        merged = merge(existing, incoming, spec.on_conflict)
+        merged = merge(_request_from_row(row), incoming, spec.on_conflict)
         if merged is None:
             return ScheduleResult(row["id"], Outcome.UNCHANGED)
-        params = {**self._request_params(merged, now), "id": row["id"]}
-        touched.note(conn.execute(Q["job_update_pending"], params).fetchall(), crawls=False)
+        self._update_pending(conn, row["id"], merged, now, touched)
         return ScheduleResult(row["id"], Outcome.UPDATED)
+
+    def _update_pending(
+        self,
+        conn: sqlite3.Connection,
+        job_id: JobId,
+        request: Request,
+        now: float,
+        touched: _Touched,
+    ) -> None:
+        """Write a pending job's new request; its state follows (job_update_pending)."""
+        params = {**self._request_params(request, now), "id": job_id}
+        touched.note(conn.execute(Q["job_update_pending"], params).fetchall(), crawls=False)
 
     def _defer(
         self, conn: sqlite3.Connection, row: sqlite3.Row, incoming: Request, spec: JobSpec
@@ -732,6 +747,26 @@ class SQLiteStore:
             return sorted(int(r["id"]) for r in rows)
 
         return self._write("cancelling jobs", work) if ids else []
+
+    def job_reschedule(
+        self, ids: Sequence[JobId], run_at: Timestamp | None = None, *, now: Timestamp | None = None
+    ) -> list[JobId]:
+        t = self._now(now)
+        when = t if run_at is None else run_at
+
+        def work(conn: sqlite3.Connection) -> list[JobId]:
+            touched = _Touched()
+            moved: list[JobId] = []
+            for job_id in sorted(set(ids)):
+                row = conn.execute(Q["job_pending_by_id"], {"id": job_id}).fetchone()
+                if row is not None:
+                    request = dataclasses.replace(_request_from_row(row), run_at=when)
+                    self._update_pending(conn, job_id, request, t, touched)
+                    moved.append(job_id)
+            self._settle(conn, touched, t)
+            return moved
+
+        return self._write("rescheduling jobs", work) if ids else []
 
     # -- reading ---------------------------------------------------------------------
 

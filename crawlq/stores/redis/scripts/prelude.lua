@@ -606,6 +606,18 @@ local function defer(id, incoming, policy)
   return id, 'deferred'
 end
 
+-- A pending job takes a new request (merged, or rescheduled) and its place again: held
+-- in a paused crawl, behind its limit key, else the index by its new run_at.
+local function update_pending(job, req)
+  local front = unplace(job)
+  write_request(K.job(job.id), req)
+  job.priority, job.run_at = req.priority, req.run_at
+  place(job)
+  if front then
+    reconcile(job.lkey)
+  end
+end
+
 -- One schedule request: returns the job id and the outcome; nil when its crawl is
 -- closed (a child or follow-up is then dropped). A fingerprint already in the crawl's
 -- seen set writes nothing: 0, 'seen'.
@@ -638,13 +650,7 @@ local function schedule(spec, now)
   if merged == nil then
     return live, 'unchanged'
   end
-  local front = unplace(job)
-  write_request(K.job(live), merged)
-  job.priority, job.run_at = merged.priority, merged.run_at
-  place(job)
-  if front then
-    reconcile(job.lkey)
-  end
+  update_pending(job, merged)
   return live, 'updated'
 end
 
