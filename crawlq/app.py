@@ -236,6 +236,21 @@ class App:
         """Cancel pending or running jobs; returns the ids that were cancelled."""
         return self.store.job_cancel([check_count("job id", i, 1) for i in job_ids])
 
+    def reschedule(
+        self, *job_ids: int, delay: float | None = None, at: datetime | float | None = None
+    ) -> list[int]:
+        """Move pending jobs to ``at``, or ``delay`` seconds from now (neither: due now),
+        as a schedule with ``on_conflict="replace"`` would; a job held by its paused crawl
+        or its limit key stays held. Returns the ids moved (running and finished jobs are
+        not)."""
+        if delay is not None and at is not None:
+            raise ConfigurationError("give delay= or at=, not both")
+        delay, run_at, _ = check_when(delay, at, None, None)
+        ids = [check_count("job id", i, 1) for i in job_ids]
+        if run_at is None and delay:
+            run_at = self.store.now() + delay
+        return self.store.job_reschedule(ids, run_at)
+
     def stats(self) -> list[QueueStats]:
         return self.store.queue_stats()
 

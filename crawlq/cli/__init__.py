@@ -2,7 +2,7 @@
 
 One module per subcommand group: ``crawl`` (crawl, crawl-export: the built-in
 crawler), ``worker``, ``workers``, ``stats``, ``jobs`` (jobs, job,
-cancel, prune), ``dlq``, ``schedule``, ``crawls`` (crawls, crawl-status, crawl-pause,
+cancel, reschedule, prune), ``dlq``, ``schedule``, ``crawls`` (crawls, crawl-status, crawl-pause,
 crawl-resume, crawl-cancel) and ``limits`` (limit set, default, block, show). ``common``
 holds the ``--app``/``--store`` target and error handling, ``output`` the tables and
 JSON, ``params`` the option types.
@@ -18,7 +18,7 @@ from crawlq.cli.common import CrawlqGroup, Target, group_target_options
 from crawlq.cli.crawl import crawl, crawl_export
 from crawlq.cli.crawls import crawl_cancel, crawl_pause, crawl_resume, crawl_status, crawls
 from crawlq.cli.dlq import dlq
-from crawlq.cli.jobs import cancel, job, jobs, prune
+from crawlq.cli.jobs import cancel, job, jobs, prune, reschedule
 from crawlq.cli.limits import limit
 from crawlq.cli.schedule import schedule
 from crawlq.cli.stats import stats
@@ -61,6 +61,7 @@ for command in (
     jobs,
     job,
     cancel,
+    reschedule,
     prune,
     dlq,
     crawls,

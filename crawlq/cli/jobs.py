@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import click
 
@@ -17,7 +18,7 @@ from crawlq.cli.output import (
     print_json,
     table,
 )
-from crawlq.cli.params import duration
+from crawlq.cli.params import duration, iso_datetime
 from crawlq.jobs import Job, JobState
 from crawlq.stores.base import JobFilter
 
@@ -199,3 +200,46 @@ def prune(older_than: float) -> None:
     with open_app() as app:
         removed = app.store.job_prune(retention=older_than)
     click.echo(f"pruned {removed} done or cancelled jobs finished over {human_age(older_than)} ago")
+
+
+@click.command()
+@target_options
+@click.argument("job_ids", metavar="ID...", nargs=-1, required=True, type=int)
+@click.option(
+    "--delay",
+    type=str,
+    callback=duration,
+    metavar="SECONDS",
+    help="Due this long from now (seconds, or 90s, 15m, 2h, 7d).  [default: due now]",
+)
+@click.option(
+    "--at",
+    type=str,
+    callback=iso_datetime,
+    metavar="ISO_DATETIME",
+    help="Due at this time, e.g. 2030-01-31T09:30:00+00:00 (no offset: local time).",
+)
+def reschedule(job_ids: tuple[int, ...], delay: float | None, at: datetime | None) -> None:
+    """Move pending jobs to run now, after --delay, or --at a time.
+
+    The job keeps its arguments, priority and attempts; only its run_at changes. A job
+    of a paused crawl stays held, and a job of a limit key still waits for its key.
+    Running and finished jobs are not moved and are listed as such.
+
+    \b
+    Example:
+      crawlq reschedule 12 13
+      crawlq reschedule 12 --delay 2h
+      crawlq reschedule 12 --at 2030-01-31T09:30:00+00:00
+    """
+    if delay is not None and at is not None:
+        raise click.UsageError("give --delay or --at, not both")
+    with open_app() as app:
+        moved = app.reschedule(*job_ids, delay=delay, at=at)
+    rest = sorted(set(job_ids) - set(moved))
+    click.echo(f"rescheduled {len(moved)}: {', '.join(map(str, moved)) or '-'}")
+    if rest:
+        click.echo(
+            f"not pending (running, finished, or no such job) {len(rest)}: "
+            + ", ".join(map(str, rest))
+        )

@@ -8,10 +8,12 @@ possible in its state, 413 body too big, 415 not JSON.
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio.to_thread
@@ -19,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from crawlq.app import App
+from crawlq.app import App, check_when
 from crawlq.cli.crawls import crawl_to_dict, progress
 from crawlq.cli.limits import key_to_dict
 from crawlq.cli.output import first_line, job_to_dict
@@ -375,11 +377,16 @@ class Api:
     # -- actions ----------------------------------------------------------------------
 
     def jobs_action(self, request: Request, body: dict[str, Any]) -> Any:
-        """requeue | cancel | delete the jobs named by ``ids`` or by ``filter``."""
+        """requeue | cancel | delete | reschedule the jobs named by ``ids`` or by
+        ``filter`` (reschedule also takes ``at`` or ``delay``)."""
         action = request.path_params["action"]
-        if action not in ("requeue", "cancel", "delete"):
-            raise ApiError(404, f"no job action {action!r:.40}: use requeue, cancel or delete")
-        _only(body, {"ids", "filter"})
+        if action not in ("requeue", "cancel", "delete", "reschedule"):
+            raise ApiError(
+                404, f"no job action {action!r:.40}: use requeue, cancel, delete or reschedule"
+            )
+        moving = action == "reschedule"
+        _only(body, {"ids", "filter", *(("at", "delay") if moving else ())})
+        run_at = self._run_at(body) if moving else None
         if ("ids" in body) == ("filter" in body):
             raise ApiError(400, 'give either "ids": [...] or "filter": {...}')
         if "ids" in body:
@@ -394,9 +401,39 @@ class Api:
             raw = body["filter"]
             if not isinstance(raw, dict):
                 raise ApiError(400, '"filter" must be an object: {"queue": ..., "state": ...}')
-            _only(raw, {"queue", "task", "key", "crawl", "limit_key", "state"})
+            _only(raw, {"queue", "task", "key", "crawl", "limit_key", "state",
+                        *(("after_id",) if moving else ())})  # fmt: skip
             where = job_filter(raw)
+            after_id = raw.get("after_id", 0)
+            if isinstance(after_id, bool) or not isinstance(after_id, int):
+                raise ApiError(400, '"after_id" must be a whole number: a job id')
+            if after_id:
+                where = dataclasses.replace(where, after_id=_range("after_id", after_id))
+        if action == "reschedule":
+            return _reschedule(self.store, where, run_at)
         return _act(self.store, action, where)
+
+    def _run_at(self, body: Mapping[str, Any]) -> float | None:
+        """The time ``at`` (ISO 8601, UTC without an offset; or epoch seconds) or
+        ``delay`` seconds from the store's now names; None (due now) for neither."""
+        at, delay = body.get("at"), body.get("delay")
+        if at is not None and delay is not None:
+            raise ApiError(400, 'give "at" or "delay", not both')
+        try:
+            if isinstance(at, str):
+                try:
+                    moment = datetime.fromisoformat(at)
+                except ValueError:
+                    raise ApiError(
+                        400, f'"at" {at!r:.60} is not ISO 8601, e.g. 2030-01-31T09:30:00Z'
+                    ) from None
+                at = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+            checked_delay, run_at, _ = check_when(delay, at, None, None)
+        except ConfigurationError as exc:
+            raise ApiError(400, str(exc)) from None
+        if checked_delay:
+            return self.store.now() + checked_delay
+        return run_at
 
     def crawl_action(self, request: Request, body: dict[str, Any]) -> Any:
         crawl_id = _path_int(request, "id")
@@ -473,6 +510,27 @@ def _act(store: Store, action: str, where: JobFilter) -> dict[str, Any]:
     cancelled = store.job_cancel(ids) if ids else []
     return {"action": action, "ids": cancelled[:MAX_IDS], "count": len(cancelled),
             "more": len(ids) >= MAX_BULK}  # fmt: skip
+
+
+def _reschedule(store: Store, where: JobFilter, run_at: float | None) -> dict[str, Any]:
+    """Move at most MAX_BULK matching pending jobs to ``run_at`` (None: now)."""
+    if where.state not in (None, JobState.PENDING):
+        raise ApiError(400, "only pending jobs are rescheduled: drop state= or give state=pending")
+    if where.ids is not None:
+        ids = list(where.ids)
+    else:
+        pending = _bounded(where, MAX_BULK, state=JobState.PENDING)
+        ids = [j.id for j in store.job_list(dataclasses.replace(pending, after_id=where.after_id))]
+    moved = store.job_reschedule(ids, run_at) if ids else []
+    more = where.ids is None and len(ids) >= MAX_BULK
+    return {"action": "reschedule", "ids": moved[:MAX_IDS], "count": len(moved), "more": more,
+            "next_after_id": ids[-1] if more else None}  # fmt: skip
+
+
+def _range(name: str, value: int) -> int:
+    if not 0 <= value <= MAX_EXACT:
+        raise ApiError(400, f"{name}={value} is out of range: give 0 to {MAX_EXACT}")
+    return value
 
 
 def _bounded(where: JobFilter, limit: int, *, state: JobState | None = None) -> JobFilter:

@@ -126,6 +126,7 @@ def test_help_names_every_command_and_the_env_vars(crawlq: Invoke) -> None:
     assert result.exit_code == 0
     for word in (
         *("worker", "workers", "schedule", "stats", "jobs", "job", "dlq", "cancel", "prune"),
+        "reschedule",
         *("crawls", "crawl-status", "crawl-pause", "crawl-resume", "crawl-cancel", "limit"),
     ):
         assert f"  {word} " in result.stdout
@@ -142,6 +143,7 @@ def test_help_names_every_command_and_the_env_vars(crawlq: Invoke) -> None:
         (["jobs"], ["--state", "[default: 50;", "--after-id"]),
         (["job"], ["--json"]),
         (["cancel"], ["ID..."]),
+        (["reschedule"], ["ID...", "--delay", "--at"]),
         (["prune"], ["--older-than"]),
         (["dlq", "list"], ["--limit"]),
         (["dlq", "requeue"], ["--id", "--queue", "--all"]),
@@ -550,6 +552,27 @@ def test_cancel_says_which_were_cancelled(crawlq: Invoke) -> None:
     ]
     assert [j["state"] for j in as_json(crawlq("jobs", "--json"))] == ["pending", "cancelled"]
     assert_clean_error(crawlq("cancel"), 2, "Missing argument")
+
+
+def test_reschedule_moves_pending_jobs_only(crawlq: Invoke) -> None:
+    crawlq("schedule", "fetch", "--delay", "1h")
+    crawlq("schedule", "fetch")
+    crawlq("cancel", "2")
+    result = crawlq("reschedule", "1", "2", "999")
+    assert result.exit_code == 0
+    assert result.stdout.splitlines() == [
+        "rescheduled 1: 1",
+        "not pending (running, finished, or no such job) 2: 2, 999",
+    ]
+    assert stats_of(crawlq, "fetch")["due"] == 1
+    crawlq("reschedule", "1", "--at", "2030-01-31T09:30:00+00:00")
+    assert as_json(crawlq("job", "1", "--json"))["run_at"] == "2030-01-31T09:30:00.000+00:00"
+    crawlq("reschedule", "1", "--delay", "2h")
+    assert stats_of(crawlq, "fetch")["scheduled"] == 1
+    assert_clean_error(
+        crawlq("reschedule", "1", "--delay", "1", "--at", "2030-01-01"), 2, "not both"
+    )
+    assert_clean_error(crawlq("reschedule"), 2, "Missing argument")
 
 
 def test_prune_deletes_finished_jobs_past_the_retention(crawlq: Invoke) -> None:

@@ -254,3 +254,45 @@ def test_metrics_equal_stats(client: TestClient, app: App, filled: dict[str, Any
     assert families["crawlq_limit_keys_blocked"].samples[0].value == 1
     assert "crawlq_crawl_jobs_ended_total" in text
     assert not any("host" in s.labels for f in families.values() for s in f.samples)
+
+
+def test_reschedule_action(client: TestClient, app: App, filled: dict[str, Any]) -> None:
+    def run_at(job_id: int) -> float:
+        job = app.store.job_get(job_id)
+        assert job is not None
+        return job.run_at
+
+    first, *rest = filled["parse"]
+    now = app.store.now()
+    out = ok(client.post("/api/actions/jobs/reschedule", json={"ids": [first], "delay": 3600}))
+    assert (out["ids"], out["count"], out["more"]) == ([first], 1, False)
+    assert now + 3599 < run_at(first) < app.store.now() + 3601
+    assert app.stats()[1].scheduled == 1
+
+    at = {"at": "2030-01-31T09:30:00Z"}
+    body = {"filter": {"queue": "parse", "crawl": filled["crawl"]}, **at}
+    crawl_jobs = [j.id for j in app.store.job_list(JobFilter(crawl=filled["crawl"]))]
+    out = ok(client.post("/api/actions/jobs/reschedule", json=body))
+    assert (out["ids"], out["next_after_id"]) == (crawl_jobs, None)
+    assert [run_at(i) for i in crawl_jobs] == [1896082200.0] * 2
+    out = ok(client.post("/api/actions/jobs/reschedule", json={"ids": crawl_jobs[:1]}))
+    assert out["ids"] == crawl_jobs[:1] and run_at(crawl_jobs[0]) <= app.store.now()
+    # only pending jobs move: dead ones and a pending state filter
+    out = ok(client.post("/api/actions/jobs/reschedule", json={"ids": filled["dead"], **at}))
+    assert (out["ids"], out["count"]) == ([], 0)
+    paged = {"filter": {"queue": "parse", "after_id": rest[0]}}
+    out = ok(client.post("/api/actions/jobs/reschedule", json=paged))
+    assert out["ids"] == [*rest[1:], *crawl_jobs]
+    for body, words in [
+        ({"filter": {"state": "dead"}}, "only pending"),
+        ({"ids": [first], "at": "yesterday"}, "ISO 8601"),
+        ({"ids": [first], "at": 1.0, "delay": 5}, "not both"),
+        ({"ids": [first], "delay": -1}, "delay"),
+        ({"ids": [first], "at": 1e300}, "at"),
+        ({"filter": {"after_id": "x"}}, "after_id"),
+        ({"ids": [first], "seconds": 1}, "unknown field"),
+    ]:
+        bad = client.post("/api/actions/jobs/reschedule", json=body)
+        assert bad.status_code == 400 and words in bad.json()["error"], (body, bad.text)
+    bad = client.post("/api/actions/jobs/cancel", json={"ids": [first], "delay": 5})
+    assert bad.status_code == 400

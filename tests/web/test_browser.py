@@ -1,6 +1,6 @@
 """A real browser (Debian's headless chromium, driven by Playwright) on the dashboard of a
 live SQLite store while a worker drains jobs: counts change without a reload, a dead job
-is requeued by a click, a crawl is paused and resumed from its page."""
+is requeued by a click and rescheduled, a crawl is paused and resumed from its page."""
 
 from __future__ import annotations
 
@@ -62,6 +62,16 @@ def test_dashboard_live(browser: Any, tmp_path: Path) -> None:
         page.locator(f'button[data-requeue="{dead}"]').click()
         _wait(lambda: app.store.job_get(dead).state is JobState.PENDING)
         page.wait_for_selector(f'button[data-requeue="{dead}"]', state="detached")
+
+        # the requeued job (pending, due now) is moved an hour on, then back to now in bulk
+        page.on("dialog", lambda dialog: dialog.accept("3600"))
+        page.goto(url + f"#/jobs/{dead}")
+        page.locator(f'button[data-reschedule-at="{dead}"]').click()
+        _wait(lambda: app.store.job_get(dead).run_at > app.store.now() + 3000)
+        queue = app.store.job_get(dead).queue
+        page.goto(url + f"#/jobs?queue={queue}&state=pending")
+        page.locator("button[data-reschedule-all]").click()
+        _wait(lambda: app.store.job_get(dead).run_at <= app.store.now())
 
         crawl = made["crawl"]
         page.goto(url + f"#/crawls/{crawl}")

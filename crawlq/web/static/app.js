@@ -119,8 +119,10 @@ const pages = {
     const f = (k, ph) => `<input name="${k}" placeholder="${ph || k}" value="${esc(params[k] || "").replace(/^-$/, "")}">`;
     const states = ["", "pending", "running", "done", "dead", "cancelled"].map((v) =>
       `<option value="${v}" ${params.state === v ? "selected" : ""}>${v || "any state"}</option>`).join("");
+    const movable = !params.state || params.state === "pending";
     return `<h1>Jobs</h1><form class="filters" id="job-filters">${f("queue")}<select name="state">${states}</select>
       ${f("task")}${f("key")}${f("crawl")}${f("limit_key", "limit key")}<button class="primary">Filter</button></form>
+      ${movable ? '<div class="actions"><button data-reschedule-all>Run matching pending jobs now</button></div>' : ""}
       ${table(jobCols, data.jobs)}${more(data.next_after_id, "jobs", params)}`;
   },
   async dead(params) {
@@ -178,6 +180,7 @@ async function jobDetail(id) {
   const fields = ["id", "queue", "task", "state", "attempts", "max_attempts", "priority", "key", "crawl_id", "limit_key",
     "run_at", "worker_id", "lease_expires_at", "dead_reason", "created_at", "started_at", "finished_at"];
   const buttons = (j.state === "dead" ? `<button data-requeue="${j.id}">Requeue</button>` : "") +
+    (j.state === "pending" ? `<button data-reschedule="${j.id}">Run now</button><button data-reschedule-at="${j.id}">Reschedule…</button>` : "") +
     (j.state === "pending" || j.state === "running" ? `<button class="danger" data-cancel="${j.id}">Cancel</button>` : "") +
     (["done", "dead", "cancelled"].includes(j.state) ? `<button class="danger" data-delete="${j.id}">Delete</button>` : "");
   return `<h1>Job ${esc(j.id)}</h1><div class="actions">${buttons}</div><dl class="detail">${fields.map((f) =>
@@ -208,6 +211,17 @@ main.addEventListener("click", async (e) => {
   else if (b.dataset.cancel) await act("jobs/cancel", {ids: [Number(b.dataset.cancel)]});
   else if (b.dataset.delete) {
     if (confirm(`Delete job ${b.dataset.delete} for good?`)) await act("jobs/delete", {ids: [Number(b.dataset.delete)]});
+  } else if (b.dataset.reschedule) await act("jobs/reschedule", {ids: [Number(b.dataset.reschedule)]});
+  else if (b.dataset.rescheduleAt) {
+    const when = prompt("Run in how many seconds, or at what time (ISO 8601, UTC: 2030-01-31T09:30:00Z)?", "3600");
+    if (when === null || when.trim() === "") return;
+    const body = /^\d+(\.\d+)?$/.test(when.trim()) ? {delay: Number(when)} : {at: when.trim()};
+    await act("jobs/reschedule", {ids: [Number(b.dataset.rescheduleAt)], ...body});
+  } else if ("rescheduleAll" in b.dataset) {
+    const {params} = route();
+    const filter = {};
+    for (const k of ["queue", "task", "key", "crawl", "limit_key"]) if (params[k]) filter[k] = params[k];
+    if (confirm("Make every matching pending job due now (up to 10,000 at a time)?")) await act("jobs/reschedule", {filter});
   } else if ("requeueAll" in b.dataset) {
     if (confirm("Requeue every dead job (up to 10,000 at a time)?")) await act("jobs/requeue", {filter: {state: "dead"}});
   }
