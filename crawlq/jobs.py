@@ -175,6 +175,28 @@ class QueueStats:
         return self.due + self.scheduled + self.waiting + self.held
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class QueueTotals:
+    """Counts of one queue that only grow (kept by the store; pruning never lowers them;
+    a store migrated from a version without them starts them at 0)."""
+
+    queue: str
+    enqueued: int = 0
+    """Jobs created (scheduled, children, follow-ups); a requeue is not one."""
+    completed: int = 0
+    """Jobs that became done."""
+    retried: int = 0
+    """Failed attempts sent back to pending: a retry, an expired lease, a lost worker (a
+    release, as on shutdown or ``Snooze``, gives its attempt back and is not one)."""
+    dead_lettered: int = 0
+    """Jobs that became dead."""
+
+    @property
+    def failed(self) -> int:
+        """Failed attempts: each is either retried or dead-lettered."""
+        return self.retried + self.dead_lettered
+
+
 class WorkerState(StrEnum):
     """Where a registered worker is in its life."""
 

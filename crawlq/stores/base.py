@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from crawlq.crawls import CrawlInfo, CrawlSpec, CrawlState
-from crawlq.jobs import Job, JobSpec, JobState, Lease, QueueStats, ScheduleResult, WorkerInfo
+from crawlq.jobs import (
+    Job,
+    JobSpec,
+    JobState,
+    Lease,
+    QueueStats,
+    QueueTotals,
+    ScheduleResult,
+    WorkerInfo,
+)
 from crawlq.limits import KeyLimit, Limits
 from crawlq.payload import MAX_EXACT, check_count, check_text
 from crawlq.types import JobId, JSONValue, Timestamp
@@ -276,6 +285,10 @@ class Store(Protocol):
         """Counts for every queue that has or had jobs, sorted by queue name."""
 
     # -- workers and maintenance -------------------------------------------------------
+
+    def queue_totals(self) -> list[QueueTotals]:
+        """The totals of every queue (see ``QueueTotals``), sorted by queue name; read
+        from counters, without scanning jobs."""
 
     def worker_register(self, info: WorkerInfo, *, now: Timestamp | None = None) -> None:
         """Insert or replace the record of ``info.id``, alive, with started_at and

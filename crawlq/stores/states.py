@@ -8,7 +8,9 @@ Pending is split so that the claim index holds only jobs that may be claimed now
 
 from __future__ import annotations
 
-from crawlq.jobs import JobState
+from collections.abc import Mapping
+
+from crawlq.jobs import JobState, QueueTotals
 
 PUBLIC_STATE: dict[str, JobState] = {
     "scheduled": JobState.PENDING,
@@ -33,3 +35,25 @@ INTERNAL_STATES: dict[JobState, list[str]] = {
 
 FINISHED: list[str] = ["cancelled", "dead", "done"]
 """Internal states of finished jobs, sorted."""
+
+
+def totals_of(queue: str, counts: Mapping[str, int]) -> QueueTotals:
+    """A queue's totals on a SQL store, from its counters (by name; absent ones are 0).
+
+    Only transitions nothing else counts have counters of their own, so inserts and
+    completions pay nothing for the totals: ``gone_<state>`` (jobs deleted in each
+    internal state), ``total_retried`` (failed attempts sent back to pending) and
+    ``total_left_dead`` (dead jobs requeued). Every job ever created is in a state or
+    gone; done is left only by deletion; dead by deletion or a requeue.
+    """
+
+    def n(name: str) -> int:
+        return int(counts.get(name, 0))
+
+    return QueueTotals(
+        queue=queue,
+        enqueued=sum(n(state) + n(f"gone_{state}") for state in PUBLIC_STATE),
+        completed=n("done") + n("gone_done"),
+        retried=n("total_retried"),
+        dead_lettered=n("dead") + n("gone_dead") + n("total_left_dead"),
+    )

@@ -50,6 +50,19 @@ class StoreCollector(Collector):
         yield age
         yield done_minute
 
+        totals = store.queue_totals()
+        for name, help_text, field in (
+            ("crawlq_jobs_enqueued", "Jobs created", "enqueued"),
+            ("crawlq_jobs_completed", "Jobs that became done", "completed"),
+            ("crawlq_job_attempts_failed", "Failed attempts (retried or dead-lettered)", "failed"),
+            ("crawlq_jobs_retried", "Failed attempts sent back to pending", "retried"),
+            ("crawlq_jobs_dead_lettered", "Jobs that became dead", "dead_lettered"),
+        ):
+            family = CounterMetricFamily(name, help_text + " (kept by the store)", labels=["queue"])
+            for t in totals:
+                family.add_metric([t.queue], getattr(t, field))
+            yield family
+
         summary = store.store_summary(now=now)
         by_state = GaugeMetricFamily("crawlq_crawls", "Crawls by state", labels=["state"])
         for state, n in summary.crawls.items():

@@ -14,7 +14,7 @@ from crawlq.app import App
 from crawlq.cli.stats import stats_to_dict
 from crawlq.jobs import JobState, WorkerInfo
 from crawlq.limits import Limits
-from crawlq.stores.base import ClaimParams, Failure, JobFilter
+from crawlq.stores.base import ClaimParams, Completion, Failure, JobFilter
 from crawlq.web import create_app
 
 ADMIN = "admin-secret"
@@ -296,3 +296,29 @@ def test_reschedule_action(client: TestClient, app: App, filled: dict[str, Any])
         assert bad.status_code == 400 and words in bad.json()["error"], (body, bad.text)
     bad = client.post("/api/actions/jobs/cancel", json={"ids": [first], "delay": 5})
     assert bad.status_code == 400
+
+
+def test_metrics_totals_are_counters_of_what_happened(
+    client: TestClient, app: App, filled: dict[str, Any]
+) -> None:
+    [job] = app.store.job_claim(ClaimParams(queues=["parse"], worker_id="w", limit=1))
+    assert app.store.job_complete([Completion(lease=job.lease)])
+    assert app.store.job_prune(retention=0) == 1  # pruning lowers no total
+    text = client.get("/metrics").text
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    found: dict[tuple[str, str], float] = {}
+    for name in ("enqueued", "completed", "retried", "dead_lettered"):
+        family = families[f"crawlq_jobs_{name}"]
+        assert family.type == "counter"
+        for s in family.samples:
+            assert s.name == f"crawlq_jobs_{name}_total"
+            found[(s.labels["queue"], name)] = s.value
+    failed = {s.labels["queue"]: s.value for s in families["crawlq_job_attempts_failed"].samples}
+    assert found == {
+        ("pages", "enqueued"): 4, ("pages", "completed"): 0, ("pages", "retried"): 0,
+        ("pages", "dead_lettered"): 3,
+        ("parse", "enqueued"): 6, ("parse", "completed"): 1, ("parse", "retried"): 0,
+        ("parse", "dead_lettered"): 0,
+    }  # fmt: skip
+    assert failed == {"pages": 3, "parse": 0}
+    assert "crawlq_job_attempts_failed_total{" in text

@@ -391,6 +391,14 @@ LISTEN crawlq_jobs;
 -- name: unlisten
 UNLISTEN crawlq_jobs;
 
+-- name: queue_totals
+-- Every counter (states, and the rows totals_of reads), plus the deltas not folded yet.
+SELECT queue, state, sum(n)::bigint AS n
+FROM (SELECT queue, state, n FROM crawlq_counts
+      UNION ALL
+      SELECT queue, state, n FROM crawlq_count_deltas) AS parts
+GROUP BY queue, state;
+
 -- name: counts_compact
 -- Fold the appended count deltas into the counters; one compactor at a time (the
 -- others skip: their deltas wait for the next one).

@@ -66,6 +66,7 @@ from crawlq.jobs import (
     Lease,
     Outcome,
     QueueStats,
+    QueueTotals,
     ScheduleResult,
     WorkerInfo,
 )
@@ -92,7 +93,7 @@ from crawlq.stores.crawlrows import (
     summary_of,
 )
 from crawlq.stores.postgres.connections import Connections, unwell
-from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
+from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE, totals_of
 from crawlq.stores.workers import (
     heartbeat_params,
     listed,
@@ -916,6 +917,17 @@ class PostgresStore:
         stats = [_queue_stats(r) for r in rows]
         stats.sort(key=lambda s: s.queue)
         return stats
+
+    def queue_totals(self) -> list[QueueTotals]:
+        rows = self._run(
+            "reading queue totals",
+            lambda c: c.execute(Q["queue_totals"]).fetchall(),
+            transaction=False,
+        )
+        totals: dict[str, dict[str, int]] = {}
+        for row in rows:
+            totals.setdefault(row["queue"], {})[row["state"]] = row["n"]
+        return [totals_of(q, counts) for q, counts in sorted(totals.items())]
 
     def _compact_counts(self) -> None:
         """Fold the count deltas into the counters (skipped if another call is at it).

@@ -44,6 +44,7 @@ from crawlq.jobs import (
     Lease,
     Outcome,
     QueueStats,
+    QueueTotals,
     ScheduleResult,
     WorkerInfo,
 )
@@ -94,6 +95,7 @@ SCRIPTS = (
     "job_next_due",
     "job_next_gated",
     "queue_stats",
+    "queue_totals",
     "worker_register",
     "worker_heartbeat",
     "worker_stop",
@@ -815,6 +817,22 @@ class RedisStore:
         server_now, rows = self._run("reading queue stats", "queue_stats", [_now_arg(now)])
         t = float(server_now)
         return sorted((self._queue_stats(row, t) for row in rows), key=lambda s: s.queue)
+
+    def queue_totals(self) -> list[QueueTotals]:
+        rows = self._run("reading queue totals", "queue_totals", [])
+        return sorted(
+            (
+                QueueTotals(
+                    queue=queue,
+                    enqueued=int(enqueued),
+                    completed=int(completed),
+                    retried=int(retried),
+                    dead_lettered=int(dead_lettered),
+                )
+                for queue, enqueued, completed, retried, dead_lettered in rows
+            ),
+            key=lambda t: t.queue,
+        )
 
     @staticmethod
     def _queue_stats(row: Sequence[Any], now: float) -> QueueStats:

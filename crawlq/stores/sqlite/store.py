@@ -47,6 +47,7 @@ from crawlq.jobs import (
     Lease,
     Outcome,
     QueueStats,
+    QueueTotals,
     ScheduleResult,
     WorkerInfo,
 )
@@ -74,7 +75,7 @@ from crawlq.stores.crawlrows import (
     on_finish_spec,
     summary_of,
 )
-from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE
+from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE, totals_of
 from crawlq.stores.workers import (
     heartbeat_params,
     listed,
@@ -908,6 +909,15 @@ class SQLiteStore:
             return [self._queue_stats(conn, q, c, t) for q, c in sorted(counts.items())]
 
         return self._read("reading queue stats", work)
+
+    def queue_totals(self) -> list[QueueTotals]:
+        def work(conn: sqlite3.Connection) -> list[QueueTotals]:
+            totals: dict[str, dict[str, int]] = {}
+            for row in conn.execute(Q["queue_counts"]):
+                totals.setdefault(row["queue"], {})[row["state"]] = row["n"]
+            return [totals_of(q, counts) for q, counts in sorted(totals.items())]
+
+        return self._read("reading queue totals", work)
 
     def _queue_stats(
         self, conn: sqlite3.Connection, queue: str, counts: dict[str, int], now: float

@@ -18,7 +18,7 @@ for i = 3, #ARGV, 5 do
   if job and delay == nil then
     finish(job, 'dead', now, {'last_error', message, 'dead_reason', reason})
   elseif job then
-    back_to_pending(job, now + delay, {'last_error', message})
+    retry(job, now + delay, message)
   end
   answers[#answers + 1] = job and 1 or 0
 end

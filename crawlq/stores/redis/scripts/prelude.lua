@@ -573,6 +573,7 @@ local function insert(queue, key, req, now)
     QUEUES[queue] = true
   end
   count(queue, 'pending', 1)
+  count(queue, 'total_enqueued', 1)
   if key then
     redis.call('HSET', K.keys(queue), key, id)
   end
@@ -697,6 +698,13 @@ local function back_to_pending(job, run_at, fields)
   end
 end
 
+-- A failed attempt with attempts left: back to pending, counted as retried (a release
+-- gives its attempt back and is not).
+local function retry(job, run_at, message)
+  back_to_pending(job, run_at, {'last_error', message})
+  count(job.queue, 'total_retried', 1)
+end
+
 -- End a live job as done, dead or cancelled: frees its key, and (unless cancelled)
 -- turns its remembered request into a new pending job, unless that request's crawl is
 -- closed by now.
@@ -709,6 +717,9 @@ local function finish(job, state, now, fields)
   redis.call('HSET', K.job(job.id), unpack(f))
   redis.call('HDEL', K.job(job.id), 'lease_token', 'lease_expires_at', 'has_followup')
   move(job, job.state, state)
+  if state ~= 'cancelled' then
+    count(job.queue, state == 'done' and 'total_completed' or 'total_dead_lettered', 1)
+  end
   redis.call('ZADD', K.finished(job.queue, state), fmt(now), job.id)
   if job.key and redis.call('HGET', K.keys(job.queue), job.key) == job.id then
     redis.call('HDEL', K.keys(job.queue), job.key)
@@ -732,7 +743,7 @@ end
 -- pending again at its run_at if it has attempts left, else dead with `reason`.
 local function take_back(job, now, message, reason)
   if job.attempts < job.max_attempts then
-    back_to_pending(job, job.run_at, {'last_error', message})
+    retry(job, job.run_at, message)
   else
     finish(job, 'dead', now, {'last_error', message, 'dead_reason', reason})
   end
