@@ -76,3 +76,14 @@ def thread_safe_caller() -> Callable[[Callable[[], None]], Any]:
         from twisted.internet import reactor
 
         return reactor.callFromThread  # type: ignore[no-any-return]
+
+
+def preload_download_handlers(crawler: Crawler) -> None:
+    """Load the http and https download handlers now rather than at the first request:
+    a job is claimed (its limit key's interval starts) before it is fetched, and the first
+    fetch of a process would otherwise start late by the handler's load time."""
+    handlers = getattr(getattr(crawler.engine, "downloader", None), "handlers", None)
+    get = getattr(handlers, "_get_handler", None)
+    if get is not None:
+        for scheme in ("http", "https"):
+            get(scheme)

@@ -126,6 +126,9 @@ class Scheduler:
         self._local_seen: set[bytes] = set()
         self._state = CrawlState.RUNNING
         self._start_done = threading.Event()
+        self._asked = threading.Event()
+        """Set at the engine's first ``next_request``: no job is leased before the engine
+        can fetch it (a limit key's interval starts at the claim)."""
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -185,6 +188,7 @@ class Scheduler:
         )
         self._call_soon = engine.thread_safe_caller()
         engine.on_request_done(self.crawler, self._processed)
+        engine.preload_download_handlers(self.crawler)
         self.crawler.signals.connect(self._on_response, signal=signals.response_received)
         self._thread = threading.Thread(target=self._feed, name="crawlq-feeder", daemon=True)
         self._thread.start()
@@ -242,6 +246,9 @@ class Scheduler:
         return True
 
     def next_request(self) -> Request | None:
+        if not self._asked.is_set():
+            self._asked.set()
+            self._wake.set()
         if self._redo:
             return self._redo.popleft()
         while self._ready:
@@ -519,7 +526,7 @@ class Scheduler:
 
     def _claim(self) -> bool:
         assert self.store is not None and self.settings is not None
-        if self._state is not CrawlState.RUNNING:
+        if self._state is not CrawlState.RUNNING or not self._asked.is_set():
             return False
         capacity = self.crawler.settings.getint("CONCURRENT_REQUESTS") + self.settings.prefetch
         room = capacity - len(self._shared.leases)

@@ -54,7 +54,8 @@ class SiteSpider(scrapy.Spider):
                 if item["kind"] == "delayed":
                     note("delayed.jsonl", enqueued=__import__("time").time())
                     yield scrapy.Request(item["url"], callback=self.parse_delayed,
-                                         meta={"crawlq_delay": item["delay"]})
+                                         meta={"crawlq_delay": item["delay"],
+                                               "handle_httpstatus_all": True})
                 elif item["kind"] == "lambda":
                     yield scrapy.Request(item["url"], callback=lambda r: None)
 
