@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -226,3 +227,33 @@ def test_unserialisable_request_is_refused_and_counted(run: Run) -> None:
     [closed] = run.closed()
     assert closed["stats"]["crawlq/unserializable"] == 1  # type: ignore[index]
     assert_finished_once(run, 1)
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_cli_pauses_resumes_and_cancels_a_scrapy_crawl(run: Run) -> None:
+    slow = ('CRAWLQ_HOST_LIMITS={"min_interval": 0.05}', "CONCURRENT_REQUESTS=2")
+    run.start(*slow)
+    run.start(*slow)
+    wait_until(lambda: sum(run.callbacks().values()) >= 10, 30, "10 pages crawled")
+
+    def crawlq(*args: str) -> str:
+        argv = [sys.executable, "-m", "crawlq", "--store", run.store_url, *args]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=True)
+        return done.stdout
+
+    assert "site" in crawlq("crawls")
+    app = App(run.store_url)
+    crawl_id = str(app.crawls()[0].id)
+    app.close()
+    crawlq("crawl-pause", crawl_id)
+    time.sleep(0.5)  # requests in flight finish
+    held = len(run.site.log)
+    time.sleep(1.0)
+    assert len(run.site.log) == held  # no process takes a new request
+    assert [p.poll() for p in run.procs] == [None, None]  # and none closes
+    assert "paused" in crawlq("crawl-status", crawl_id)
+    crawlq("crawl-resume", crawl_id)
+    wait_until(lambda: len(run.site.log) > held, 10, "fetching again")
+    crawlq("crawl-cancel", crawl_id)
+    assert run.wait(30) == [0, 0]
+    assert [c["reason"] for c in run.closed()] == ["cancelled", "cancelled"]
