@@ -231,9 +231,8 @@ def main() -> int:
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
     peers = REPO / ".venv-peers" / "bin" / "python"
-    has_peer = (
-        peers.exists() and bc.first_line([str(peers), "-c", "import scrapy_redis"]) is not None
-    )
+    probe = [str(peers), "-c", "import scrapy_redis; print(1)"]
+    has_peer = peers.exists() and bc.first_line(probe) is not None
     tmp = Path(tempfile.mkdtemp(prefix="bench-scrapy-"))
     bc.build_site(tmp / "site", args.n)
     server = bc.Server(tmp / "site")

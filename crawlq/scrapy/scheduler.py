@@ -200,11 +200,7 @@ class Scheduler:
         """Store what is buffered, acknowledge what was processed, give back the rest."""
         self._start_done.set()
         with self._shared.lock:
-            unused = [j.lease for j in self._ready if j.id in self._shared.leases]
-            self._ready.clear()
-            for lease in unused:
-                self._shared.leases.pop(lease.job_id, None)
-            self._shared.releases.extend(Release(lease=lease) for lease in unused)
+            unused = self._take_ready()
             if self._redo or self._current:
                 held = [self._shared.leases.pop(i) for i in list(self._shared.leases)]
                 self._shared.releases.extend(Release(lease=lease) for lease in held)
@@ -220,6 +216,20 @@ class Scheduler:
                 logger.warning("crawlq: could not record this process's stop: %s", exc)
             self.store.close()
         logger.info("crawlq: closed (%s) on crawl %s", reason, self.crawl_id)
+
+    def _take_ready(self) -> list[Lease]:
+        """Empty the ready buffer into releases (under the lock; either thread)."""
+        unused = []
+        while True:
+            try:
+                job = self._ready.popleft()  # atomic: the other thread may append
+            except IndexError:
+                break
+            lease = self._shared.leases.pop(job.id, None)
+            if lease is not None:
+                unused.append(lease)
+        self._shared.releases.extend(Release(lease=lease) for lease in unused)
+        return unused
 
     # -- the engine's calls (reactor thread, memory only) ----------------------------
 
@@ -478,18 +488,15 @@ class Scheduler:
         logger.info("crawlq: crawl %s is %s", self.crawl_id, state)
         if state is not CrawlState.RUNNING:
             with self._shared.lock:
-                unused = [j.lease for j in self._ready if j.id in self._shared.leases]
-                self._ready.clear()
-                for lease in unused:
-                    self._shared.leases.pop(lease.job_id, None)
-                self._shared.releases.extend(Release(lease=lease) for lease in unused)
+                self._take_ready()
         self._state = state
         self._tell_reactor()
 
     def _seeding(self, timers: dict[str, float], now: float) -> None:
         """Hold a seeding sentinel while ``start()`` runs, then complete it; now and then
-        complete the sentinels of processes that died seeding (claimed again after their
-        lease lapsed: attempts > 1)."""
+        complete the sentinels of processes that died seeding: claimed again after their
+        lease lapsed (attempts > 1), or never claimed for a lease's length (the process
+        died between scheduling and claiming it)."""
         assert self.store is not None and self.settings is not None
         if not self._start_done.is_set():
             if engine.start_exhausted(self.crawler):
@@ -509,8 +516,10 @@ class Scheduler:
         jobs = self.store.job_claim(
             ClaimParams(queues=[crawls.seed_queue_of(name)], worker_id=self.worker_id, limit=10)
         )
-        orphans = [Completion(lease=j.lease) for j in jobs if j.attempts > 1]
-        fresh = [Release(lease=j.lease) for j in jobs if j.attempts <= 1]
+        late = self.settings.lease_seconds
+        orphan = [j.attempts > 1 or (j.started_at or 0) - j.created_at > late for j in jobs]
+        orphans = [Completion(lease=j.lease) for j, o in zip(jobs, orphan, strict=True) if o]
+        fresh = [Release(lease=j.lease) for j, o in zip(jobs, orphan, strict=True) if not o]
         if orphans:
             self.store.job_complete(orphans)
         if fresh:
