@@ -259,3 +259,18 @@ def test_cli_pauses_resumes_and_cancels_a_scrapy_crawl(run: Run) -> None:
     crawlq("crawl-cancel", crawl_id)
     assert run.wait(30) == [0, 0]
     assert [c["reason"] for c in run.closed()] == ["cancelled", "cancelled"]
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_dupefilter_alone_keeps_the_seen_set_across_runs(run: Run, reference: set[str]) -> None:
+    alone = (
+        "SCHEDULER=scrapy.core.scheduler.Scheduler",
+        "DUPEFILTER_CLASS=crawlq.scrapy.DupeFilter",
+    )
+    run.start(*alone)
+    assert run.wait() == [0]
+    assert set(run.site.fetch_counts()) == reference
+    run.site.reset_log()
+    run.start(*alone)  # a second run: every page is in the store's seen set already
+    assert run.wait() == [0, 0]
+    assert run.site.fetch_counts() == {"/": 1}  # the start URL (dont_filter) only
