@@ -10,20 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from scrapyd.config import Config
+from scrapyd.interfaces import IJobStorage, IPoller, ISpiderQueue
+from twisted.internet.defer import Deferred
+from zope.interface.verify import verifyObject
 
-pytest.importorskip("scrapyd", reason="pip install 'crawlq[scrapyd]'")
-
-from scrapyd.config import Config  # noqa: E402
-from scrapyd.interfaces import IJobStorage, IPoller, ISpiderQueue  # noqa: E402
-from twisted.internet.defer import Deferred  # noqa: E402
-from zope.interface.verify import verifyObject  # noqa: E402
-
-from crawlq.exceptions import ConfigurationError, StoreUnavailable  # noqa: E402
-from crawlq.jobs import JobState  # noqa: E402
-from crawlq.scrapyd import JobStorage, Poller, SpiderQueue  # noqa: E402
-from crawlq.scrapyd.config import PLUGINS, app_for, close_apps  # noqa: E402
-from crawlq.scrapyd.poller import JOB_KEY  # noqa: E402
-from crawlq.stores.base import Completion, Failure  # noqa: E402
+from crawlq.exceptions import ConfigurationError, StoreUnavailable
+from crawlq.jobs import JobState
+from crawlq.scrapyd import JobStorage, Poller, SpiderQueue
+from crawlq.scrapyd.config import PLUGINS, app_for, close_apps
+from crawlq.scrapyd.poller import JOB_KEY
+from crawlq.stores.base import Completion, Failure
 
 ARGS: dict[str, Any] = {"arg1": "val1", "arg2": 2, "arg3": "\N{SNOWMAN}"}
 
@@ -179,7 +176,7 @@ def test_poller_keeps_polling_through_a_store_outage(tmp_path: Path) -> None:
 
 def test_poller_refuses_scrapyds_own_launcher(config: Any, tmp_path: Path) -> None:
     values = {"eggs_dir": str(tmp_path / "eggs"), "crawlq_store": "sqlite:///x.db"}
-    with pytest.raises(ConfigurationError, match="launcher = crawlq.scrapyd.Launcher"):
+    with pytest.raises(ConfigurationError, match=r"launcher = crawlq\.scrapyd\.Launcher"):
         Poller(Config(values={**values, **PLUGINS, "launcher": "scrapyd.launcher.Launcher"}))
 
 
