@@ -9,12 +9,13 @@ message as keyword arguments (JSON, so ints stay ints and text stays text).
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import socket
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from crawlq.app import App
 from crawlq.config import DEFAULT_LEASE_SECONDS, DEFAULT_MAX_ATTEMPTS
@@ -167,3 +168,32 @@ def close_apps() -> None:
         _APPS.clear()
     for app in apps:
         app.close()
+
+
+class TwistedLogHandler(logging.Handler):
+    """Sends crawlq's log records to Twisted's log, which is Scrapyd's log."""
+
+    LEVELS: ClassVar[dict[int, str]] = {
+        logging.DEBUG: "debug",
+        logging.INFO: "info",
+        logging.WARNING: "warn",
+        logging.ERROR: "error",
+        logging.CRITICAL: "critical",
+    }
+
+    def emit(self, record: logging.LogRecord) -> None:
+        from twisted.logger import Logger
+
+        level = self.LEVELS.get(record.levelno, "error")
+        text = self.format(record)
+        getattr(Logger(namespace=record.name), level)("{text}", text=text)
+
+
+def log_to_scrapyd() -> None:
+    """Route the ``crawlq`` loggers (INFO and up) into Scrapyd's log, once."""
+    root = logging.getLogger("crawlq")
+    if not any(isinstance(h, TwistedLogHandler) for h in root.handlers):
+        root.addHandler(TwistedLogHandler())
+        if root.level == logging.NOTSET:
+            root.setLevel(logging.INFO)
+        root.propagate = False

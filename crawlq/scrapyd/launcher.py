@@ -21,7 +21,7 @@ from crawlq.config import DEFAULT_RETENTION_SECONDS
 from crawlq.exceptions import CrawlqError
 from crawlq.jobs import Job, JobState, Lease, WorkerInfo
 from crawlq.retry import Backoff, decide
-from crawlq.scrapyd.config import ScrapydSettings, app_for, worker_id
+from crawlq.scrapyd.config import ScrapydSettings, app_for, log_to_scrapyd, worker_id
 from crawlq.scrapyd.poller import JOB_KEY, off_reactor
 from crawlq.stores.base import Completion, Failure, Release
 from crawlq.worker.acks import Acker
@@ -104,6 +104,7 @@ class Launcher(ScrapydLauncher):  # type: ignore[misc]
 
     def __init__(self, config: Any, app: Any) -> None:
         super().__init__(config, app)
+        log_to_scrapyd()
         self.settings = ScrapydSettings.from_config(config)
         self.crawlq = app_for(self.settings)
         self.worker_id = worker_id(self.settings)

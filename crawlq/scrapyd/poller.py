@@ -64,6 +64,7 @@ class Poller:
         self.worker_id = worker_id(self.settings)
         self.dq: DeferredQueue[dict[str, Any]] = DeferredQueue()
         self._polling = False
+        self._again = False
         self._warned = False
         self.queues: dict[str, SpiderQueue] = {}
         self.update_projects()
@@ -87,8 +88,11 @@ class Poller:
 
     def poll(self) -> Deferred[None]:
         """Claim a job for each free slot; never fails (errors are logged)."""
+        if self._polling:  # a slot freed during this poll: look again right after it
+            self._again = True
+            return succeed(None)
         free = len(self.dq.waiting)
-        if self._polling or not free or not self.queues:
+        if not free or not self.queues:
             return succeed(None)
         self._polling = True
         queues = [queue_name(project) for project in self.queues]
@@ -125,3 +129,7 @@ class Poller:
 
     def _done(self, result: object) -> None:
         self._polling = False
+        if self._again:
+            self._again = False
+            if getattr(reactor, "running", False):
+                reactor.callLater(0, self.poll)

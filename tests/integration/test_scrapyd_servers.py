@@ -146,6 +146,8 @@ def test_kill_9_of_a_server_loses_no_job(pool_factory, tmp_path: Path, kind: str
     assert set(ran) == set(jobs)
     killed = {job for job, node in first.items() if node == "s1"}
     assert len(killed) == 2, first
+    # the survivors said so in Scrapyd's log (crawlq's logging goes there)
+    assert any("expired leases" in s.log() for s in pool.servers[1:])
     for job in killed:  # started on s1, killed with it, finished elsewhere
         assert ran[job] == 2 and done[job].worker_id and ":s1:" not in done[job].worker_id
 
