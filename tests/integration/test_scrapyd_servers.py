@@ -56,7 +56,8 @@ def run_many(pool: Pool, store_url: str, count: int) -> None:
     slot, so that the claim order shows priority then age across projects."""
     rng = random.Random(count)
     ledger = str(pool.ledger)
-    blockers = [pool.servers[i % 3].schedule("alpha", ledger=ledger, sleep=6) for i in range(6)]
+    hold = ledger + ".go"
+    blockers = [pool.servers[i % 3].schedule("alpha", ledger=ledger, hold=hold) for i in range(6)]
     wait_until(
         lambda: sum(s.call("daemonstatus.json")["running"] for s in pool.servers) == 6,
         60,
@@ -69,6 +70,7 @@ def run_many(pool: Pool, store_url: str, count: int) -> None:
         project = rng.choice(PROJECTS)
         job = server.schedule(project, ledger=ledger, priority=priority, _version="1.0")
         wanted[job] = priority
+    Path(hold).touch()  # the blockers end: the slots take the others in claim order
     everyone = set(blockers) | set(wanted)
     lines = pool.wait_for(len(everyone), 90 + count * 1.5)
     # every job exactly once
@@ -104,7 +106,7 @@ def run_many(pool: Pool, store_url: str, count: int) -> None:
 
 
 def test_three_servers_run_every_job_once_in_priority_order(pool_factory, store_url: str) -> None:
-    run_many(pool_factory(store_url), store_url, 18)
+    run_many(pool_factory(store_url), store_url, 12)
 
 
 @pytest.mark.slow
@@ -119,16 +121,16 @@ def test_two_hundred_jobs(pool_factory, tmp_path: Path, kind: str) -> None:
 def test_kill_9_of_a_server_loses_no_job(pool_factory, tmp_path: Path, kind: str) -> None:
     """The killed server's running jobs run again elsewhere after their lease."""
     store_url = STORE_URLS[kind](tmp_path)
-    pool = pool_factory(store_url, lease=3.0)
+    pool = pool_factory(store_url, lease=3.0, max_proc=1)
     victim = pool.servers[0]
     ledger = str(pool.ledger)
     hold = str(pool.ledger) + ".go"
-    jobs = [pool.servers[i % 3].schedule("beta", ledger=ledger, hold=hold) for i in range(6)]
-    wait_until(lambda: len(pool.lines()) == 6, 60, "6 jobs running, 2 on each server")
+    jobs = [pool.servers[i % 3].schedule("beta", ledger=ledger, hold=hold) for i in range(3)]
+    wait_until(lambda: len(pool.lines()) == 3, 60, "3 jobs running, 1 on each server")
     first = {line["job"]: line["node"] for line in pool.lines()}
     victim.kill()
     Path(hold).touch()
-    jobs += [pool.servers[1].schedule("beta", ledger=ledger, sleep=0) for _ in range(4)]
+    jobs += [pool.servers[1].schedule("beta", ledger=ledger, sleep=0) for _ in range(2)]
     store = open_store(store_url)
     try:
         wait_until(
@@ -145,7 +147,7 @@ def test_kill_9_of_a_server_loses_no_job(pool_factory, tmp_path: Path, kind: str
     ran = Counter(line["job"] for line in pool.lines())
     assert set(ran) == set(jobs)
     killed = {job for job, node in first.items() if node == "s1"}
-    assert len(killed) == 2, first
+    assert len(killed) == 1, first
     # the survivors said so in Scrapyd's log (crawlq's logging goes there)
     assert any("expired leases" in s.log() for s in pool.servers[1:])
     for job in killed:  # started on s1, killed with it, finished elsewhere
@@ -208,9 +210,9 @@ def test_store_restart_mid_run(pool_factory, tmp_path: Path, kind: str) -> None:
     )
     url = STORE_URLS[kind](tmp_path) + timeouts
     server = servers.postgres() if kind == "postgres" else servers.redis()
-    pool = pool_factory(url, lease=10.0)
+    pool = pool_factory(url, lease=10.0, max_proc=1)
     ledger = str(pool.ledger)
-    jobs = [pool.servers[i % 3].schedule("alpha", ledger=ledger, sleep=1) for i in range(6)]
+    jobs = [pool.servers[i % 3].schedule("alpha", ledger=ledger, sleep=1) for i in range(4)]
     wait_until(lambda: len(pool.lines()) >= 2, 60, "jobs running")
     server.stop()
     try:
@@ -230,7 +232,7 @@ def test_store_restart_mid_run(pool_factory, tmp_path: Path, kind: str) -> None:
         "scheduling again",
     )
     jobs += [str(again[-1])]
-    jobs += [pool.servers[i % 3].schedule("beta", ledger=ledger, sleep=0) for i in range(5)]
+    jobs += [pool.servers[i % 3].schedule("beta", ledger=ledger, sleep=0) for i in range(2)]
     store = open_store(url)
     try:
         wait_until(
