@@ -11,7 +11,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from twisted.internet import reactor as _reactor
 from twisted.internet import task
@@ -23,7 +23,7 @@ from crawlq.jobs import Job, JobState, Lease, WorkerInfo
 from crawlq.retry import Backoff, decide
 from crawlq.scrapyd.config import ScrapydSettings, app_for, log_to_scrapyd, worker_id
 from crawlq.scrapyd.poller import JOB_KEY, off_reactor
-from crawlq.stores.base import Completion, Failure, Release
+from crawlq.stores.base import Completion, Failure, Release, Store
 from crawlq.worker.acks import Acker
 from crawlq.worker.heartbeat import Heartbeat
 from crawlq.worker.liveness import identity, reclaim
@@ -32,6 +32,9 @@ from crawlq.worker.maintenance import EXPIRE_EVERY, PRUNE_EVERY, prune, return_l
 from scrapyd.interfaces import IEnvironment  # isort: skip  (after the check in queue.py)
 from scrapyd.launcher import Launcher as ScrapydLauncher  # isort: skip
 from scrapyd.launcher import ScrapyProcessProtocol, get_crawl_args  # isort: skip
+
+if TYPE_CHECKING:
+    from crawlq.app import App
 
 logger = logging.getLogger("crawlq.scrapyd")
 reactor: Any = _reactor  # twisted types the global reactor by its interfaces only
@@ -81,6 +84,18 @@ class SpiderProcess(ScrapyProcessProtocol):  # type: ignore[misc]
         return text.decode("utf-8", "replace")
 
 
+class _OpenedOnUse:
+    """The app's store, opened by the first call that needs it (and again by the next
+    call if that failed): the acker and the heartbeat retry their calls, so a store
+    that is down when Scrapyd starts only delays them."""
+
+    def __init__(self, app: App) -> None:
+        self._app = app
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._app.store, name)
+
+
 @dataclass
 class _Running:
     job: Job
@@ -124,7 +139,7 @@ class Launcher(ScrapydLauncher):  # type: ignore[misc]
     # -- service -------------------------------------------------------------------
 
     def startService(self) -> None:
-        store = self.crawlq.store  # opened now: the acker and heartbeat need it
+        store = cast(Store, _OpenedOnUse(self.crawlq))  # a store that is down is no reason
         self._acker = Acker(store, lambda: None)
         self._heartbeat = Heartbeat(
             store,

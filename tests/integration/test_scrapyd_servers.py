@@ -273,3 +273,20 @@ def test_a_stopped_server_gives_its_jobs_back_at_once(pool_factory, tmp_path: Pa
         assert scrapyd_jobs(store)[job].attempts == 1  # the released run did not count
     finally:
         store.close()
+
+
+def test_a_server_starts_while_the_store_is_down(pool_factory, tmp_path: Path) -> None:
+    """Scrapyd starts with its store down, refuses to schedule with a clear error, and
+    runs jobs once the store is up, without a restart."""
+    redis = servers.redis()
+    url = STORE_URLS["redis"](tmp_path) + "&socket_timeout=2&socket_connect_timeout=1"
+    redis.stop()
+    try:
+        pool = pool_factory(url, n=1, max_proc=1)
+        assert scheduled(pool.servers[0], str(pool.ledger)) is None
+        answer = pool.servers[0].call("schedule.json", {"project": "beta", "spider": "ledger"})
+        assert "StoreUnavailable: the crawlq store cannot be reached" in answer["message"]
+    finally:
+        redis.start()
+    job = pool.servers[0].schedule("beta", ledger=str(pool.ledger))
+    assert [line["job"] for line in pool.wait_for(1, 60)] == [job]
