@@ -257,7 +257,7 @@ def test_a_stopped_server_gives_its_jobs_back_at_once(pool_factory, tmp_path: Pa
     url = STORE_URLS["sqlite"](tmp_path)
     pool = pool_factory(url, n=2, max_proc=1, lease=30.0)
     hold = str(pool.ledger) + ".go"
-    job = pool.servers[0].schedule("alpha", ledger=str(pool.ledger), hold=hold)
+    job = pool.servers[0].schedule("alpha", ledger=str(pool.ledger), hold=hold, crawlq_crawl=7)
     wait_until(lambda: len(pool.lines()) == 1, 60, "the job running")
     first = pool.lines()[0]["node"]
     stopped = next(s for s in pool.servers if s.name == first)
@@ -266,6 +266,7 @@ def test_a_stopped_server_gives_its_jobs_back_at_once(pool_factory, tmp_path: Pa
     wait_until(lambda: len(pool.lines()) == 2, 25, "the job running on the other server")
     assert time.monotonic() - began < 25
     assert pool.lines()[1]["node"] != first
+    assert [line["crawl"] for line in pool.lines()] == ["7", "7"]  # a spider argument
     Path(hold).touch()
     store = open_store(url)
     try:
@@ -288,5 +289,7 @@ def test_a_server_starts_while_the_store_is_down(pool_factory, tmp_path: Path) -
         assert "StoreUnavailable: the crawlq store cannot be reached" in answer["message"]
     finally:
         redis.start()
-    job = pool.servers[0].schedule("beta", ledger=str(pool.ledger))
-    assert [line["job"] for line in pool.wait_for(1, 60)] == [job]
+    # the spider gets its Scrapyd job id as _job, and a crawlq crawl id as a setting
+    job = pool.servers[0].schedule("beta", ledger=str(pool.ledger), setting="CRAWLQ_CRAWL=42")
+    [line] = pool.wait_for(1, 60)
+    assert (line["job"], line["crawl"]) == (job, "42")
