@@ -31,7 +31,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from crawlq.config import DEAD_AFTER, DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_STORE_URL
+from crawlq.config import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_STORE_URL
 from crawlq.crawls import CrawlState
 from crawlq.exceptions import ConfigurationError, CrawlClosed, CrawlqError, StoreError
 from crawlq.jobs import Job, JobSpec, Lease, Outcome, WorkerInfo
@@ -41,7 +41,7 @@ from crawlq.scrapy.codec import JOB_META, Unserializable, decode, encode
 from crawlq.stores import open_store
 from crawlq.stores.base import ClaimParams, Completion, Release, Store
 from crawlq.worker.liveness import identity, reclaim
-from crawlq.worker.worker import DUTY_TTL, EXPIRE_EVERY
+from crawlq.worker.maintenance import EXPIRE_EVERY, return_leases
 
 if TYPE_CHECKING:
     from scrapy import Request, Spider
@@ -414,9 +414,7 @@ class Scheduler:
             self._renew()
         if now >= timers["expire"]:
             timers["expire"] = now + EXPIRE_EVERY
-            if store.maintenance_acquire("leases", self.worker_id, DUTY_TTL):
-                store.job_expire_leases()
-                store.worker_reap(dead_after=DEAD_AFTER)
+            return_leases(store, self.worker_id)
         if now >= timers["worker"]:
             timers["worker"] = now + WORKER_BEAT_EVERY
             store.worker_heartbeat(
