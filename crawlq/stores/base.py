@@ -251,6 +251,11 @@ class Store(Protocol):
     def job_list(self, where: JobFilter) -> list[Job]:
         """Jobs matching ``where``, in id order."""
 
+    def job_recent(self, queues: Sequence[str], limit: int) -> list[Job]:
+        """The finished (done, dead, cancelled) jobs of ``queues`` that finished last, at
+        most ``limit``: latest finished_at first, then higher id first. Reads an index of
+        finish times: the cost grows with ``limit``, not with the jobs kept."""
+
     def job_requeue(self, where: JobFilter, *, now: Timestamp | None = None) -> list[JobId]:
         """Make matching dead jobs pending, due now, with fresh attempts.
 

@@ -26,6 +26,7 @@ from crawlq.worker.acks import Acker
 from crawlq.worker.execute import Outcome, timed_out
 from crawlq.worker.heartbeat import Heartbeat
 from crawlq.worker.liveness import identity, reclaim
+from crawlq.worker.maintenance import EXPIRE_EVERY, PRUNE_EVERY, prune, return_leases
 from crawlq.worker.memory import resident_bytes
 from crawlq.worker.runtimes import RUNTIMES, Runtime, RuntimeContext
 
@@ -34,14 +35,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("crawlq.worker")
 
-EXPIRE_EVERY = 0.5
-"""Seconds between two looks for expired leases and dead workers (by the worker holding
-that duty; the others only try to take the duty over)."""
-DUTY_TTL = 1.25
-"""Seconds the "leases" duty stays with a worker that stopped renewing it: how long a
-dead maintainer delays the return of expired leases, at most."""
-PRUNE_EVERY = 60.0
-"""Seconds between two prunes of finished jobs past retention."""
 BURST_WAIT = 60.0
 """Longest wait of a burst worker for a job its limit key keeps back (``min_interval``, a
 block); a job that may start later than that, or is due later by its own run_at, is left
@@ -515,20 +508,10 @@ class Worker:
         try:
             if now >= self._next_expire:
                 self._next_expire = now + EXPIRE_EVERY
-                if self.store.maintenance_acquire("leases", self.id, DUTY_TTL):
-                    returned = self.store.job_expire_leases()
-                    if returned:
-                        logger.warning("returned %d expired leases: %s", len(returned), returned)
-                    dead = self.store.worker_reap(dead_after=DEAD_AFTER)
-                    if dead:
-                        logger.warning(
-                            "declared dead (no heartbeat for %s s): %s", DEAD_AFTER, dead
-                        )
+                return_leases(self.store, self.id)
             if now >= self._next_prune:
                 self._next_prune = now + PRUNE_EVERY
-                if self.store.maintenance_acquire("prune", self.id, PRUNE_EVERY / 2):
-                    self.store.job_prune(retention=self.settings.retention)
-                    self.store.worker_prune(older_than=self.settings.retention)
+                prune(self.store, self.id, self.settings.retention)
         except StoreError as exc:
             logger.warning("maintenance failed, will retry: %s", exc)
 

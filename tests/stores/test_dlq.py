@@ -230,3 +230,29 @@ def test_prune_keeps_recent_jobs(store: Store) -> None:
     j = _mix(store)
     assert store.job_prune(retention=3600, now=T0 + 3600) == 0
     assert ids(all_jobs(store)) == [j[name] for name in EVERY]
+
+
+def test_job_recent_lists_the_last_finished_jobs_of_the_queues_newest_first(store: Store) -> None:
+    """``job_recent``: finished jobs (done, dead, cancelled) of the asked queues only, by
+    finish time then id, newest first, at most ``limit``; pending and running ones never."""
+    j = _mix(store)
+    other = add(store, queue="elsewhere")
+    assert complete(store, claim_one(store, ["elsewhere"]).lease, now=T0 + 9)
+    assert ids(store.job_recent(["q", "q2"], 10)) == [
+        j["dead2"],
+        j["cancelled"],
+        j["dead"],
+        j["done"],
+    ]
+    assert ids(store.job_recent(["q", "q2"], 2)) == [j["dead2"], j["cancelled"]]
+    assert ids(store.job_recent(["q"], 10)) == [j["dead"], j["done"]]
+    assert ids(store.job_recent(["elsewhere", "nothing"], 10)) == [other]
+    assert store.job_recent(["q"], 0) == []
+    assert store.job_recent([], 5) == []
+    # equal finish times: the higher id first
+    a, b = add(store, queue="tie"), add(store, queue="tie")
+    assert complete(store, claim_one(store, ["tie"]).lease, now=T0 + 20)
+    assert complete(store, claim_one(store, ["tie"]).lease, now=T0 + 20)
+    recent = store.job_recent(["tie"], 5)
+    assert ids(recent) == [b, a]
+    assert all(job.state is JobState.DONE and job.finished_at == T0 + 20 for job in recent)

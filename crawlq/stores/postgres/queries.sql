@@ -287,6 +287,18 @@ WHERE id > %(after_id)s
 ORDER BY id
 LIMIT %(limit)s;
 
+-- name: job_recent
+-- The last finished jobs of some queues, from the finish-time index of each queue.
+SELECT id, queue, task, args, kwargs, key, priority, run_at, state, attempts, max_attempts,
+       lease_seconds, timeout, worker_id, lease_token, lease_expires_at, last_error,
+       dead_reason, result, created_at, started_at, finished_at, crawl_id,
+       limit_key
+FROM crawlq_jobs
+WHERE queue = ANY(%(queues)s::text[])
+  AND state IN ('done', 'dead', 'cancelled')
+ORDER BY finished_at DESC, id DESC
+LIMIT %(limit)s;
+
 -- name: job_requeue
 -- The matching dead jobs (the filter and its limit as job_list applies them) become
 -- pending, due now, with fresh attempts; of several dead jobs with one key only the

@@ -71,7 +71,7 @@ from crawlq.jobs import (
     WorkerInfo,
 )
 from crawlq.limits import KeyLimit, Limits
-from crawlq.payload import check_text
+from crawlq.payload import check_count, check_text
 from crawlq.stores._sqlfile import load_queries
 from crawlq.stores.base import (
     Capabilities,
@@ -847,6 +847,15 @@ class PostgresStore:
             lambda c: c.execute(
                 _filtered(_limited("job_list", where.limit), params), params
             ).fetchall(),
+            transaction=False,
+        )
+        return [_job_from_row(r) for r in rows]
+
+    def job_recent(self, queues: Sequence[str], limit: int) -> list[Job]:
+        params = {"queues": list(queues), "limit": check_count("limit", limit, 0)}
+        rows = self._run(
+            "listing finished jobs",
+            lambda c: c.execute(Q["job_recent"], params).fetchall(),
             transaction=False,
         )
         return [_job_from_row(r) for r in rows]

@@ -49,7 +49,7 @@ from crawlq.jobs import (
     WorkerInfo,
 )
 from crawlq.limits import KeyLimit, Limits
-from crawlq.payload import check_text
+from crawlq.payload import check_count, check_text
 from crawlq.stores.base import (
     Capabilities,
     ClaimParams,
@@ -670,6 +670,29 @@ class RedisStore:
         states = None if where.state is None else [where.state.value]
         pages = self._scan("listing jobs", "job_list", where, states)
         return [job for page in pages for job in _jobs(page)]
+
+    def job_recent(self, queues: Sequence[str], limit: int) -> list[Job]:
+        """The last ``limit`` of each queue's finished zsets (score = finished_at), merged."""
+        limit = check_count("limit", limit, 0)
+        if not limit or not queues:
+            return []
+        with _translate("listing finished jobs"):
+            pipe = self._client.pipeline(transaction=False)
+            for queue in queues:
+                for state in ("cancelled", "dead", "done"):
+                    name = keys.key("finished", self._prefix, queue=queue, state=state)
+                    pipe.zrevrange(name, 0, limit - 1, withscores=True)
+            ranked = sorted(
+                ((float(score), int(job_id)) for page in pipe.execute() for job_id, score in page),
+                reverse=True,
+            )[:limit]
+            pipe = self._client.pipeline(transaction=False)
+            for _, job_id in ranked:
+                pipe.hgetall(keys.key("job", self._prefix, id=job_id))
+            hashes = cast("list[dict[str, str]]", pipe.execute())
+        return [
+            _job_from_hash(job_id, h) for (_, job_id), h in zip(ranked, hashes, strict=True) if h
+        ]
 
     def job_requeue(self, where: JobFilter, *, now: Timestamp | None = None) -> list[JobId]:
         if where.state not in (None, JobState.DEAD):

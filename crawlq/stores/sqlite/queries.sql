@@ -159,6 +159,14 @@ WHERE id > :after_id
 ORDER BY id
 LIMIT :limit;
 
+-- name: job_recent
+-- The last finished jobs of some queues, from the finish-time index of each queue.
+SELECT * FROM crawlq_jobs
+WHERE queue IN (SELECT value FROM json_each(:queues))
+  AND state IN ('done', 'dead', 'cancelled')
+ORDER BY finished_at DESC, id DESC
+LIMIT :limit;
+
 -- name: job_requeue
 -- A dead job of a closed crawl stays dead; one of a paused crawl is held; a keyed one
 -- waits behind its key (the store reconciles it).

@@ -52,7 +52,7 @@ from crawlq.jobs import (
     WorkerInfo,
 )
 from crawlq.limits import KeyLimit, Limits
-from crawlq.payload import check_text
+from crawlq.payload import check_count, check_text
 from crawlq.stores._sqlfile import load_queries, split_statements
 from crawlq.stores.base import (
     Capabilities,
@@ -795,6 +795,13 @@ class SQLiteStore:
     def job_list(self, where: JobFilter) -> list[Job]:
         params = self._filter_params(where)
         rows = self._read("listing jobs", lambda c: c.execute(Q["job_list"], params).fetchall())
+        return [_job_from_row(r) for r in rows]
+
+    def job_recent(self, queues: Sequence[str], limit: int) -> list[Job]:
+        params = {"queues": _dumps(list(queues)), "limit": check_count("limit", limit, 0)}
+        rows = self._read(
+            "listing finished jobs", lambda c: c.execute(Q["job_recent"], params).fetchall()
+        )
         return [_job_from_row(r) for r in rows]
 
     def job_requeue(self, where: JobFilter, *, now: Timestamp | None = None) -> list[JobId]:
