@@ -7,7 +7,7 @@ from typing import Any
 
 from zope.interface import implementer
 
-from crawlq.exceptions import StoreUnavailable
+from crawlq.exceptions import StoreError, StoreUnavailable
 from crawlq.jobs import Job, JobState
 from crawlq.scrapyd.config import (
     ScrapydSettings,
@@ -61,6 +61,11 @@ class SpiderQueue:
             raise StoreUnavailable(
                 f"the crawlq store cannot be reached, so job {spider_args.get('_job')!r} was "
                 f"not scheduled; schedule it again once the store is back ({exc})"
+            ) from exc
+        except StoreError as exc:  # permanent: a wrong store URL, nothing listening there
+            raise StoreError(
+                f"the crawlq store refused job {spider_args.get('_job')!r}, so it was not "
+                f"scheduled: {exc}"
             ) from exc
 
     def pop(self) -> Message | None:

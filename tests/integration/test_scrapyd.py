@@ -15,7 +15,7 @@ from scrapyd.interfaces import IJobStorage, IPoller, ISpiderQueue
 from twisted.internet.defer import Deferred
 from zope.interface.verify import verifyObject
 
-from crawlq.exceptions import ConfigurationError, StoreUnavailable
+from crawlq.exceptions import ConfigurationError, StoreError
 from crawlq.jobs import JobState
 from crawlq.scrapyd import JobStorage, Poller, SpiderQueue
 from crawlq.scrapyd.config import PLUGINS, app_for, close_apps
@@ -158,7 +158,9 @@ def test_poller_survives_a_lost_race_and_an_empty_queue(config: Any) -> None:
 
 
 def test_poller_keeps_polling_through_a_store_outage(tmp_path: Path) -> None:
-    """An unreachable store: the poll logs and returns; scheduling fails clearly."""
+    """An unreachable store: the poll logs and returns; scheduling fails clearly (nothing
+    listens at the URL's port: a permanent StoreError, not StoreUnavailable, as the store
+    was never reached)."""
     (tmp_path / "eggs" / "p1").mkdir(parents=True)
     url = "postgresql://nobody@127.0.0.1:1/x?connect_timeout=1&pool_timeout=1"
     config = Config(values={"eggs_dir": str(tmp_path / "eggs"), "crawlq_store": url, **PLUGINS})
@@ -168,7 +170,7 @@ def test_poller_keeps_polling_through_a_store_outage(tmp_path: Path) -> None:
         assert fire(poller.poll()) is None
         assert fire(poller.poll()) is None
         assert not slot.called
-        with pytest.raises(StoreUnavailable, match="was not scheduled; schedule it again"):
+        with pytest.raises(StoreError, match="refused job 'a', so it was not scheduled"):
             SpiderQueue(config, "p1").add("s", 0, _job="a")
     finally:
         close_apps()
