@@ -289,7 +289,18 @@ def test_a_server_starts_while_the_store_is_down(pool_factory, tmp_path: Path) -
         assert "StoreUnavailable: the crawlq store cannot be reached" in answer["message"]
     finally:
         redis.start()
-    # the spider gets its Scrapyd job id as _job, and a crawlq crawl id as a setting
-    job = pool.servers[0].schedule("beta", ledger=str(pool.ledger), setting="CRAWLQ_CRAWL=42")
+    # the spider gets its Scrapyd job id as _job, and a crawlq crawl id as a setting; the
+    # restarted server may still be loading its append-only file: schedule again, as the
+    # error says, until it is back
+    fields = {"project": "beta", "spider": "ledger", "ledger": str(pool.ledger)}
+    deadline = time.monotonic() + 20
+    while True:
+        answer = pool.servers[0].call("schedule.json", {**fields, "setting": "CRAWLQ_CRAWL=42"})
+        if answer["status"] == "ok" or time.monotonic() > deadline:
+            break
+        assert "schedule it again once the store is back" in answer["message"], answer
+        time.sleep(0.2)
+    assert answer["status"] == "ok", answer
+    job = str(answer["jobid"])
     [line] = pool.wait_for(1, 60)
     assert (line["job"], line["crawl"]) == (job, "42")
