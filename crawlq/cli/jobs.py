@@ -18,7 +18,7 @@ from crawlq.cli.output import (
     print_json,
     table,
 )
-from crawlq.cli.params import duration, iso_datetime
+from crawlq.cli.params import duration, when_options
 from crawlq.jobs import Job, JobState
 from crawlq.stores.base import JobFilter
 
@@ -205,20 +205,7 @@ def prune(older_than: float) -> None:
 @click.command()
 @target_options
 @click.argument("job_ids", metavar="ID...", nargs=-1, required=True, type=int)
-@click.option(
-    "--delay",
-    type=str,
-    callback=duration,
-    metavar="SECONDS",
-    help="Due this long from now (seconds, or 90s, 15m, 2h, 7d).  [default: due now]",
-)
-@click.option(
-    "--at",
-    type=str,
-    callback=iso_datetime,
-    metavar="ISO_DATETIME",
-    help="Due at this time, e.g. 2030-01-31T09:30:00+00:00 (no offset: local time).",
-)
+@when_options
 def reschedule(job_ids: tuple[int, ...], delay: float | None, at: datetime | None) -> None:
     """Move pending jobs to run now, after --delay, or --at a time.
 

@@ -97,6 +97,26 @@ def iso_datetime(ctx: click.Context, param: click.Parameter, value: str | None) 
     return moment if moment.tzinfo is not None else moment.astimezone()
 
 
+def when_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--delay`` and ``--at``, the two ways to say when a job is due (``schedule``,
+    ``reschedule``)."""
+    at = click.option(
+        "--at",
+        type=str,
+        callback=iso_datetime,
+        metavar="ISO_DATETIME",
+        help="Due at this time, e.g. 2030-01-31T09:30:00+00:00 (no offset: local time).",
+    )
+    delay = click.option(
+        "--delay",
+        type=str,
+        callback=duration,
+        metavar="SECONDS",
+        help="Due this long from now (seconds, or 90s, 15m, 2h, 7d).  [default: due now]",
+    )
+    return delay(at(command))
+
+
 _EXAMPLES = {
     "array": "'[\"https://example.com\", 2]'",
     "object": '\'{"depth": 2, "follow": true}\'',

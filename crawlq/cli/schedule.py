@@ -11,7 +11,7 @@ import click
 from crawlq.app import App, check_when
 from crawlq.cli.common import current_target, json_option, open_app, target_options
 from crawlq.cli.output import print_json
-from crawlq.cli.params import duration, iso_datetime, parse_json_option
+from crawlq.cli.params import parse_json_option, when_options
 from crawlq.config import DEFAULT_MAX_PAYLOAD_BYTES
 from crawlq.crawls import check_placement
 from crawlq.jobs import JobSpec
@@ -91,20 +91,7 @@ def spec_without_app(req: Request) -> JobSpec:
     metavar="JSON_OBJECT",
     help="Keyword arguments, e.g. '{\"depth\": 2}'.",
 )
-@click.option(
-    "--delay",
-    type=str,
-    callback=duration,
-    metavar="SECONDS",
-    help="Due this long from now (seconds, or 90s, 15m, 2h, 7d).  [default: due now]",
-)
-@click.option(
-    "--at",
-    type=str,
-    callback=iso_datetime,
-    metavar="ISO_DATETIME",
-    help="Due at this time, e.g. 2030-01-31T09:30:00+00:00 (no offset: local time).",
-)
+@when_options
 @click.option("--key", metavar="KEY", help="Unique key: at most one live job per (queue, key).")
 @click.option(
     "--priority",
