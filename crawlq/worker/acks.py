@@ -15,6 +15,9 @@ from crawlq.worker.execute import Outcome
 
 logger = logging.getLogger("crawlq.worker")
 
+Call = Callable[[Any], list[bool]]
+"""A store call that records a batch of one kind of outcome (``job_complete``...)."""
+
 MAX_BATCH = 512
 RETRY_DELAYS = (0.05, 0.1, 0.25, 0.5, 1.0)
 
@@ -82,14 +85,14 @@ class Acker:
         completions = [o for o in batch if isinstance(o, Completion)]
         failures = [o for o in batch if isinstance(o, Failure)]
         releases = [o for o in batch if isinstance(o, Release)]
-        groups: tuple[tuple[str, Sequence[Outcome]], ...] = (
-            ("complete", completions),
-            ("fail", failures),
-            ("release", releases),
+        groups: tuple[tuple[str, Sequence[Outcome], Call], ...] = (
+            ("complete", completions, self._store.job_complete),
+            ("fail", failures, self._store.job_fail),
+            ("release", releases, self._store.job_release),
         )
-        for kind, items in groups:
+        for kind, items, call in groups:
             if items:
-                applied = self._record(kind, items)
+                applied = self._record(kind, call, items)
                 for item, ok in zip(items, applied, strict=False):
                     if not ok:
                         self.stale += 1
@@ -100,24 +103,16 @@ class Acker:
                             item.lease.job_id,
                         )
 
-    def _call(self, kind: str) -> Callable[[Any], list[bool]]:
-        calls: dict[str, Callable[[Any], list[bool]]] = {
-            "complete": self._store.job_complete,
-            "fail": self._store.job_fail,
-            "release": self._store.job_release,
-        }
-        return calls[kind]
-
-    def _record(self, kind: str, items: Sequence[Outcome]) -> list[bool]:
+    def _record(self, kind: str, call: Call, items: Sequence[Outcome]) -> list[bool]:
         """Record a batch, retrying while the store is unavailable. A permanent refusal
         (any other StoreError: the same call would fail the same way) is not retried:
         the batch is recorded one outcome at a time, and an outcome refused alone is
         given up (a completion becomes a dead failure that names the cause)."""
         try:
-            return self._call_until_done(kind, self._call(kind), items)
+            return self._call_until_done(kind, call, items)
         except StoreError as exc:
             if len(items) > 1:
-                return [ok for item in items for ok in self._record(kind, [item])]
+                return [ok for item in items for ok in self._record(kind, call, [item])]
             return [self._refused(kind, items[0], exc)]
 
     def _refused(self, kind: str, item: Outcome, exc: StoreError) -> bool:
@@ -135,7 +130,7 @@ class Acker:
                 retry_delay=None,
                 reason="store_refused",
             )
-            return all(self._record("fail", [dead]))
+            return all(self._record("fail", self._store.job_fail, [dead]))
         logger.error(
             "the store refused to %s job %s, given up (its lease will expire): %s",
             kind,
@@ -144,9 +139,7 @@ class Acker:
         )
         return True
 
-    def _call_until_done(
-        self, kind: str, call: Callable[[Any], list[bool]], items: Sequence[Outcome]
-    ) -> list[bool]:
+    def _call_until_done(self, kind: str, call: Call, items: Sequence[Outcome]) -> list[bool]:
         """``call(items)``, again after each StoreUnavailable until it succeeds or
         ``stop(now=True)``; any other StoreError is raised."""
         attempt = 0

@@ -10,14 +10,7 @@
 --          {p}:lwait:{lkey} (a finished crawl schedules its on_finish)
 
 local now = clock(ARGV[2])
-local ids, seen = {}, {}
-for i = 3, #ARGV do
-  if not seen[ARGV[i]] then
-    seen[ARGV[i]] = true
-    ids[#ids + 1] = ARGV[i]
-  end
-end
-table.sort(ids, function(a, b) return tonumber(a) < tonumber(b) end)
+local ids = ids_from(3)
 local cancelled = {}
 for _, id in ipairs(ids) do
   local job = load(id)

@@ -12,14 +12,7 @@ local run_at = now
 if ARGV[3] ~= '' then
   run_at = tonumber(ARGV[3])
 end
-local ids, seen = {}, {}
-for i = 4, #ARGV do
-  if not seen[ARGV[i]] then
-    seen[ARGV[i]] = true
-    ids[#ids + 1] = ARGV[i]
-  end
-end
-table.sort(ids, function(a, b) return tonumber(a) < tonumber(b) end)
+local ids = ids_from(4)
 local moved = {}
 for _, id in ipairs(ids) do
   local job = load(id)

@@ -21,6 +21,19 @@ local function fmt_int(n)
   return string.format('%d', n)
 end
 
+local function ids_from(first)
+  -- ARGV[first..] as job ids, each once, in id order
+  local ids, seen = {}, {}
+  for i = first, #ARGV do
+    if not seen[ARGV[i]] then
+      seen[ARGV[i]] = true
+      ids[#ids + 1] = ARGV[i]
+    end
+  end
+  table.sort(ids, function(a, b) return tonumber(a) < tonumber(b) end)
+  return ids
+end
+
 local function opt(s)
   if s == nil or s == '' then
     return nil
