@@ -51,44 +51,39 @@ def _remember(field: str) -> Callable[[click.Context, click.Parameter, str | Non
     return callback
 
 
+_TARGETS = (  # (option, metavar, env variable, Target field, help)
+    ("--store", "URL", ENV_STORE, "store_url", STORE_HELP),
+    ("--app", "MODULE:ATTR", ENV_APP, "app_ref", APP_HELP),
+)
+
+
 def group_target_options(f: F) -> F:
     """``--app`` and ``--store`` on the ``crawlq`` group, with their env variables."""
-    f = click.option(
-        "--store",
-        metavar="URL",
-        envvar=ENV_STORE,
-        show_envvar=True,
-        expose_value=False,
-        callback=_remember("store_url"),
-        help=STORE_HELP,
-    )(f)
-    return click.option(
-        "--app",
-        metavar="MODULE:ATTR",
-        envvar=ENV_APP,
-        show_envvar=True,
-        expose_value=False,
-        callback=_remember("app_ref"),
-        help=APP_HELP,
-    )(f)
+    for option, metavar, env, field, text in _TARGETS:
+        f = click.option(
+            option,
+            metavar=metavar,
+            envvar=env,
+            show_envvar=True,
+            expose_value=False,
+            callback=_remember(field),
+            help=text,
+        )(f)
+    return f
 
 
 def target_options(f: F) -> F:
-    """``--app`` and ``--store`` on one command; they override the group's values."""
-    f = click.option(
-        "--store",
-        metavar="URL",
-        expose_value=False,
-        callback=_remember("store_url"),
-        help=f"{STORE_HELP} Same as crawlq --store. [env var: {ENV_STORE}]",
-    )(f)
-    return click.option(
-        "--app",
-        metavar="MODULE:ATTR",
-        expose_value=False,
-        callback=_remember("app_ref"),
-        help=f"{APP_HELP} Same as crawlq --app. [env var: {ENV_APP}]",
-    )(f)
+    """``--app`` and ``--store`` on one command; they override the group's values (the
+    env variables are read once, by the group)."""
+    for option, metavar, env, field, text in _TARGETS:
+        f = click.option(
+            option,
+            metavar=metavar,
+            expose_value=False,
+            callback=_remember(field),
+            help=f"{text} Same as crawlq {option}. [env var: {env}]",
+        )(f)
+    return f
 
 
 json_option = click.option(

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import click
 from rich.table import Table
 
 from crawlq.app import App
 from crawlq.cli.common import json_option, open_app, target_options
-from crawlq.cli.output import cell, console, human_age, iso_utc, print_json, table
+from crawlq.cli.output import cell, console, human_age, iso_utc, print_json, print_rows, table
 from crawlq.cli.watch import check_watch, run_watch, stamp, watch_option
 from crawlq.crawls import CrawlInfo, CrawlState
 from crawlq.payload import MAX_EXACT
@@ -87,16 +87,16 @@ def crawls(state: str | None, limit: int, as_json: bool, watch: float | None) ->
             return
         rows = app.crawls(state=wanted, limit=limit)
         now = app.store.now()
-    if as_json:
-        print_json([crawl_to_dict(c) for c in rows])
-        return
-    if not rows:
-        click.echo("no crawls" + (f" in state {state}" if state else ""), err=True)
-        return
-    console().print(crawls_table(rows, now))
+    print_rows(
+        rows,
+        as_json=as_json,
+        to_dict=crawl_to_dict,
+        render=lambda shown: crawls_table(shown, now),
+        empty="no crawls" + (f" in state {state}" if state else ""),
+    )
 
 
-def crawls_table(rows: list[CrawlInfo], now: Timestamp) -> Table:
+def crawls_table(rows: Sequence[CrawlInfo], now: Timestamp) -> Table:
     out = table(
         ">ID",
         "NAME",

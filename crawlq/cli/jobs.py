@@ -18,7 +18,7 @@ from crawlq.cli.output import (
     print_json,
     table,
 )
-from crawlq.cli.params import duration, when_options
+from crawlq.cli.params import duration_option, when_options
 from crawlq.jobs import Job, JobState
 from crawlq.stores.base import JobFilter
 
@@ -176,11 +176,8 @@ def cancel(job_ids: tuple[int, ...]) -> None:
 
 @click.command()
 @target_options
-@click.option(
+@duration_option(
     "--older-than",
-    type=str,
-    callback=duration,
-    metavar="SECONDS",
     required=True,
     help="Delete done and cancelled jobs that finished more than this long ago "
     "(seconds, or 90s, 15m, 2h, 7d).",

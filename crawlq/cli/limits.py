@@ -6,7 +6,7 @@ import click
 
 from crawlq.cli.common import json_option, open_app, target_options
 from crawlq.cli.output import cell, console, human_age, iso_utc, print_json, table
-from crawlq.cli.params import duration
+from crawlq.cli.params import duration_option
 from crawlq.limits import KeyLimit, Limits
 from crawlq.payload import MAX_EXACT
 from crawlq.types import Timestamp
@@ -55,11 +55,8 @@ _MAX_RUNNING = click.option(
     metavar="N",
     help="Jobs of the key running at once, across every worker.  [default: no cap]",
 )
-_MIN_INTERVAL = click.option(
+_MIN_INTERVAL = duration_option(
     "--min-interval",
-    type=str,
-    callback=duration,
-    metavar="SECONDS",
     help="Time between two starts (0.5, 2s, 1m).  [default: 0]",
 )
 
@@ -114,13 +111,10 @@ def limit_default(
 @limit.command("block")
 @target_options
 @click.argument("keys", nargs=-1, required=True, metavar="KEY...")
-@click.option(
+@duration_option(
     "--for",
     "seconds",
-    type=str,
-    callback=duration,
     required=True,
-    metavar="SECONDS",
     help="How long no job of the key starts (90s, 10m, 1h).",
 )
 def limit_block(keys: tuple[str, ...], seconds: float) -> None:

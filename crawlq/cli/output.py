@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -14,6 +14,8 @@ from rich.text import Text
 
 from crawlq.jobs import Job
 from crawlq.types import Timestamp
+
+T = TypeVar("T")
 
 PIPE_WIDTH = 200
 """Columns of a table written to a pipe or file, so that lines are not wrapped at 80."""
@@ -29,6 +31,26 @@ def console() -> Console:
 
 def print_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def print_rows(
+    rows: Sequence[T],
+    *,
+    as_json: bool,
+    to_dict: Callable[[T], Any],
+    render: Callable[[Sequence[T]], Table],
+    empty: str,
+) -> bool:
+    """A listing as JSON, as a table, or ``empty`` on stderr when there is nothing to list;
+    whether a table was printed (the caller may add a paging hint)."""
+    if as_json:
+        print_json([to_dict(row) for row in rows])
+        return False
+    if not rows:
+        click.echo(empty, err=True)
+        return False
+    console().print(render(rows))
+    return True
 
 
 def table(*columns: str, title: str | None = None) -> Table:
@@ -135,12 +157,12 @@ def jobs_table(jobs: Sequence[Job], *, dead: bool = False) -> Table:
 
 def print_jobs(jobs: Sequence[Job], *, as_json: bool, limit: int, dead: bool = False) -> None:
     """Print a listing, and on stderr how to see the next page when it is full."""
-    if as_json:
-        print_json([job_to_dict(j) for j in jobs])
-        return
-    if not jobs:
-        click.echo("no jobs match", err=True)
-        return
-    console().print(jobs_table(jobs, dead=dead))
-    if len(jobs) == limit:
+    shown = print_rows(
+        jobs,
+        as_json=as_json,
+        to_dict=job_to_dict,
+        render=lambda rows: jobs_table(rows, dead=dead),
+        empty="no jobs match",
+    )
+    if shown and len(jobs) == limit:
         click.echo(f"showing {limit} jobs; the next page: --after-id {jobs[-1].id}", err=True)

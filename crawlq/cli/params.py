@@ -79,6 +79,26 @@ def size(ctx: click.Context, param: click.Parameter, value: str | None) -> int |
     return int(number)
 
 
+def duration_option(
+    *decls: str,
+    help: str,
+    default: str | None = None,
+    required: bool = False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A str option parsed by :func:`duration` (``90``, ``15m``, ``2h``); its default, when
+    given, is shown in ``--help``."""
+    shown: dict[str, Any] = {} if default is None else {"default": default, "show_default": True}
+    return click.option(
+        *decls,
+        type=str,
+        callback=duration,
+        metavar="SECONDS",
+        required=required,
+        help=help,
+        **shown,  # an explicit default=None would satisfy required=True
+    )
+
+
 def iso_datetime(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
     """Option callback: an ISO 8601 date and time; without an offset it is local time."""
     if value is None:
@@ -107,11 +127,8 @@ def when_options(command: Callable[..., Any]) -> Callable[..., Any]:
         metavar="ISO_DATETIME",
         help="Due at this time, e.g. 2030-01-31T09:30:00+00:00 (no offset: local time).",
     )
-    delay = click.option(
+    delay = duration_option(
         "--delay",
-        type=str,
-        callback=duration,
-        metavar="SECONDS",
         help="Due this long from now (seconds, or 90s, 15m, 2h, 7d).  [default: due now]",
     )
     return delay(at(command))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import click
 from rich.table import Table
 
 from crawlq.cli.common import json_option, open_app, target_options
-from crawlq.cli.output import cell, console, human_age, print_json, table
+from crawlq.cli.output import cell, human_age, print_rows, table
 from crawlq.cli.watch import check_watch, run_watch, stamp, watch_option
 from crawlq.jobs import QueueStats
 
@@ -58,16 +60,16 @@ def stats(as_json: bool, watch: float | None) -> None:
             run_watch(watch, lambda: stamp(stats_table(app.stats())))
             return
         rows = app.stats()
-    if as_json:
-        print_json([stats_to_dict(s) for s in rows])
-        return
-    if not rows:
-        click.echo("no queues yet: nothing has been scheduled in this store", err=True)
-        return
-    console().print(stats_table(rows))
+    print_rows(
+        rows,
+        as_json=as_json,
+        to_dict=stats_to_dict,
+        render=stats_table,
+        empty="no queues yet: nothing has been scheduled in this store",
+    )
 
 
-def stats_table(rows: list[QueueStats]) -> Table:
+def stats_table(rows: Sequence[QueueStats]) -> Table:
     out = table(
         "QUEUE",
         ">DUE",

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import click
 
 from crawlq.cli.common import app_reference, open_app, target_options
-from crawlq.cli.params import duration, size
+from crawlq.cli.params import duration_option, size
 from crawlq.config import (
     DEFAULT_CONCURRENCY,
     DEFAULT_POLL_TIMEOUT,
@@ -78,31 +78,19 @@ def summary(worker: Worker) -> str:
     show_default=True,
     help="Extra jobs claimed ahead of free slots, held leased until a slot frees up.",
 )
-@click.option(
+@duration_option(
     "--shutdown-grace",
-    type=str,
-    callback=duration,
-    metavar="SECONDS",
     default=f"{DEFAULT_SHUTDOWN_GRACE:g}",
-    show_default=True,
     help="Seconds running jobs get to finish after SIGTERM/SIGINT; then they are released.",
 )
-@click.option(
+@duration_option(
     "--poll-timeout",
-    type=str,
-    callback=duration,
-    metavar="SECONDS",
     default=f"{DEFAULT_POLL_TIMEOUT:g}",
-    show_default=True,
     help="Longest wait between two claims when idle.",
 )
-@click.option(
+@duration_option(
     "--retention",
-    type=str,
-    callback=duration,
-    metavar="SECONDS",
     default=f"{DEFAULT_RETENTION_SECONDS / 86400:g}d",
-    show_default=True,
     help="How long done and cancelled jobs are kept before the worker prunes them.",
 )
 @click.option(

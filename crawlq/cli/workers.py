@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import click
 from rich.table import Table
 
 from crawlq.cli.common import json_option, open_app, target_options
-from crawlq.cli.output import cell, console, human_age, iso_utc, print_json, table
+from crawlq.cli.output import cell, human_age, iso_utc, print_rows, table
 from crawlq.cli.watch import check_watch, run_watch, stamp, watch_option
 from crawlq.jobs import WorkerInfo
 from crawlq.types import Timestamp
@@ -80,16 +82,16 @@ def workers(as_json: bool, watch: float | None) -> None:
             return
         rows = app.workers()
         now = app.store.now()
-    if as_json:
-        print_json([worker_to_dict(w, now) for w in rows])
-        return
-    if not rows:
-        click.echo("no workers yet: none has registered with this store", err=True)
-        return
-    console().print(workers_table(rows, now))
+    print_rows(
+        rows,
+        as_json=as_json,
+        to_dict=lambda w: worker_to_dict(w, now),
+        render=lambda shown: workers_table(shown, now),
+        empty="no workers yet: none has registered with this store",
+    )
 
 
-def workers_table(rows: list[WorkerInfo], now: Timestamp) -> Table:
+def workers_table(rows: Sequence[WorkerInfo], now: Timestamp) -> Table:
     out = table(
         "ID",
         "HOST",
