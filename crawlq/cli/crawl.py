@@ -27,6 +27,14 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
 )
 @click.option("--warc", metavar="FILE", help="Also write the page bodies to this WARC file.")
 @click.option(
+    "--extract",
+    multiple=True,
+    metavar="NAME=QUERY",
+    help="Add a field to each page's record: the first match of a CSS query (::text and "
+    "::attr(NAME) as in Scrapy) or of xpath:EXPR (needs crawlq[extract]); NAME[]=QUERY "
+    "keeps every match. Repeatable.",
+)
+@click.option(
     "--scope",
     type=click.Choice(["host", "domain", "prefix", "any"]),
     default="host",
@@ -127,6 +135,7 @@ def crawl(
     urls: tuple[str, ...],
     output: str | None,
     warc: str | None,
+    extract: tuple[str, ...],
     scope: str,
     allow: tuple[str, ...],
     deny: tuple[str, ...],
@@ -157,7 +166,8 @@ def crawl(
     is obeyed, and each host gets --host-concurrency fetches at a time, --delay apart, on
     every worker together. One JSON object per page goes to --output (url, final_url,
     status, content_type, title, depth, referrer, fetched_at, elapsed_ms, bytes, sha256,
-    links_found, error) and stays in the store for `crawlq crawl-export ID`.
+    links_found, error, then the --extract fields) and stays in the store for
+    `crawlq crawl-export ID`.
 
     Private, loopback and link-local addresses are refused (also after DNS and on every
     redirect) unless --allow-private or --allow-host.
@@ -173,6 +183,7 @@ def crawl(
     Example:
       crawlq crawl https://example.com/ --max-pages 500 -o pages.jsonl
       crawlq crawl https://example.com/docs/ --scope prefix --delay 1
+      crawlq crawl https://shop.example/ --extract 'price=.price::text'
       crawlq crawl https://example.com/ --store postgresql://db/crawl --detach
     """
     config = CrawlConfig(
@@ -194,6 +205,7 @@ def crawl(
         allow_private=allow_private,
         allow_hosts=allow_host,
         warc=warc,
+        extract=extract,
     )
     if ignore_robots:
         click.secho(

@@ -47,9 +47,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from crawlq.context import JobContext
 from crawlq.crawler.config import PAGE_QUEUE, CrawlConfig
+from crawlq.crawler.extract import Page as HtmlPage
 from crawlq.crawler.fetch import Fetcher, FetchResult
+from crawlq.crawler.fields import with_crawl_fields
 from crawlq.crawler.hosts import RobotsCache, RobotsPending, limit_key
-from crawlq.crawler.links import extract_links, is_html, page_title
+from crawlq.crawler.links import extract_links, is_html, page_title, parse_html
 from crawlq.crawler.output import WarcFile, worker_warc_path
 from crawlq.crawler.records import ROBOTS_DISALLOWED, page_record, record_text
 from crawlq.exceptions import Discard, Retry, Snooze
@@ -183,8 +185,11 @@ def use_warc(app: App, crawl_id: int, path: str) -> None:
     _state(app).warc_paths[crawl_id] = path
 
 
-async def _keep(ctx: JobContext, crawl_id: int, url: str, record: dict[str, Any]) -> None:
+async def _keep(
+    ctx: JobContext, crawl_id: int, url: str, record: dict[str, Any], config: CrawlConfig
+) -> None:
     store = ctx.app.store
+    with_crawl_fields(config, record)
     await asyncio.to_thread(store.result_add, crawl_id, [(fingerprint(url), record_text(record))])
 
 
@@ -221,7 +226,7 @@ async def crawl_page(
 
     async def give_up(record: dict[str, Any], reason: str) -> NoReturn:
         """Keep the record of a page that failed for good; it goes to the dead letters."""
-        await _keep(ctx, crawl_id, url, record)
+        await _keep(ctx, crawl_id, url, record, config)
         if cap is not None:
             await cap.room()
         raise Discard(reason)
@@ -241,7 +246,7 @@ async def crawl_page(
             await give_up(page_record(url, depth=depth, referrer=referrer, error=error), error)
         if not robots.allowed(url, config.user_agent):
             record = page_record(url, depth=depth, referrer=referrer, error=ROBOTS_DISALLOWED)
-            await _keep(ctx, crawl_id, url, record)
+            await _keep(ctx, crawl_id, url, record, config)
             if cap is not None:
                 await cap.room()
             return None
@@ -268,15 +273,18 @@ async def crawl_page(
 
     title: str | None = None
     links: list[str] = []
+    fields: dict[str, Any] = {}
     if result.error is None and status is not None and is_html(result.headers.get("content-type")):
         charset = _charset(result.headers.get("content-type"))
-        title = page_title(result.body, encoding=charset)
-        links = extract_links(
-            result.body, result.final_url, follow_nofollow=config.follow_nofollow, encoding=charset
-        )
+        tree = parse_html(result.body, charset)
+        title = page_title(tree)
+        links = extract_links(tree, result.final_url, follow_nofollow=config.follow_nofollow)
+        if config.extractor is not None:
+            fields = config.extractor.extract(HtmlPage(tree, result.body, charset))
     record = page_record(
         url, depth=depth, referrer=referrer, result=result, title=title, links_found=len(links)
     )
+    record.update(fields)
     warc = state.warc(crawl_id, config)
     if warc is not None and result.status is not None:
         await asyncio.to_thread(warc.write, result)
@@ -288,7 +296,7 @@ async def crawl_page(
     if cap is not None:  # only links new to the crawl, as many as it has room for
         admitted = iter(await _unseen(app, crawl_id, admitted, await cap.room()))
     _follow(ctx, admitted, depth + 1, url)
-    await _keep(ctx, crawl_id, url, record)
+    await _keep(ctx, crawl_id, url, record, config)
     return None
 
 
