@@ -8,9 +8,12 @@ from crawlq.cli.common import open_app, target_options
 from crawlq.cli.params import duration, size
 from crawlq.config import MAX_CONCURRENCY, store_command
 from crawlq.crawler.config import CrawlConfig
+from crawlq.crawler.exports import write_all
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT
-from crawlq.crawler.output import JsonLines, check_writable
+from crawlq.crawler.items import load_hook
+from crawlq.crawler.output import check_writable
 from crawlq.crawler.runner import CrawlRunner, iter_results
+from crawlq.exceptions import ConfigurationError
 from crawlq.payload import MAX_COUNT, MAX_EXACT
 
 _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
@@ -23,7 +26,8 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
     "-o",
     "--output",
     metavar="FILE",
-    help="JSON Lines file, one object per page ('-' for stdout). Default: crawl-ID.jsonl.",
+    help="JSON Lines file, one object per page ('-' for stdout), or CSV if FILE ends in .csv; "
+    "with --parse, one per item. Default: crawl-ID.jsonl.",
 )
 @click.option("--warc", metavar="FILE", help="Also write the page bodies to this WARC file.")
 @click.option(
@@ -33,6 +37,14 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
     help="Add a field to each page's record: the first match of a CSS query (::text and "
     "::attr(NAME) as in Scrapy) or of xpath:EXPR (needs crawlq[extract]); NAME[]=QUERY "
     "keeps every match. Repeatable.",
+)
+@click.option(
+    "--parse",
+    "parse_hook",
+    metavar="MODULE:FUNCTION",
+    help="Run this function on each 2xx page (a crawlq.crawler.items.Page): the items "
+    "(dicts) it returns go to --output and the store, and it may choose the links to "
+    "follow. Every worker imports MODULE from its current directory.",
 )
 @click.option(
     "--scope",
@@ -136,6 +148,7 @@ def crawl(
     output: str | None,
     warc: str | None,
     extract: tuple[str, ...],
+    parse_hook: str | None,
     scope: str,
     allow: tuple[str, ...],
     deny: tuple[str, ...],
@@ -167,7 +180,7 @@ def crawl(
     every worker together. One JSON object per page goes to --output (url, final_url,
     status, content_type, title, depth, referrer, fetched_at, elapsed_ms, bytes, sha256,
     links_found, error, then the --extract fields) and stays in the store for
-    `crawlq crawl-export ID`.
+    `crawlq crawl-export ID`. With --parse, --output gets the items the function returns.
 
     Private, loopback and link-local addresses are refused (also after DNS and on every
     redirect) unless --allow-private or --allow-host.
@@ -184,6 +197,7 @@ def crawl(
       crawlq crawl https://example.com/ --max-pages 500 -o pages.jsonl
       crawlq crawl https://example.com/docs/ --scope prefix --delay 1
       crawlq crawl https://shop.example/ --extract 'price=.price::text'
+      crawlq crawl https://shop.example/ --parse myshop:parse -o items.csv
       crawlq crawl https://example.com/ --store postgresql://db/crawl --detach
     """
     config = CrawlConfig(
@@ -206,7 +220,10 @@ def crawl(
         allow_hosts=allow_host,
         warc=warc,
         extract=extract,
+        parse=parse_hook,
     )
+    if parse_hook is not None:
+        load_hook(parse_hook)  # here, before the crawl is created: one line if it fails
     if ignore_robots:
         click.secho(
             "warning: --ignore-robots: robots.txt is neither fetched nor obeyed; crawl only "
@@ -264,26 +281,41 @@ def _with_scheme(url: str) -> str:
     default="-",
     show_default=True,
     metavar="FILE",
-    help="JSON Lines file ('-' for stdout).",
+    help="JSON Lines file ('-' for stdout), or CSV if FILE ends in .csv.",
 )
-def crawl_export(crawl_id: int, output: str) -> None:
-    """Write the page records of crawl ID as JSON Lines, in the order they were kept.
+@click.option(
+    "--pages",
+    is_flag=True,
+    help="Write the page records of a crawl made with --parse (by default: its items).",
+)
+def crawl_export(crawl_id: int, output: str, pages: bool) -> None:
+    """Write the page records of crawl ID (the items of a crawl made with --parse), in
+    the order they were kept, as JSON Lines, or CSV if FILE ends in .csv.
 
     Works from any machine that reaches the store, while the crawl runs or after.
 
     \b
     Example:
       crawlq crawl-export 3 -o pages.jsonl
+      crawlq crawl-export 3 -o items.csv
       crawlq crawl-export 3 --store postgresql://db/crawl | jq .url
     """
+    check_writable(output, "the output file")
     with open_app() as app:
-        app.get_crawl(crawl_id)  # CrawlNotFound with a hint
-        out = JsonLines(output)
+        info = app.get_crawl(crawl_id)  # CrawlNotFound with a hint
         try:
-            count = out.write(text for _, text in iter_results(app, crawl_id))
+            config: CrawlConfig | None = CrawlConfig.from_meta(info.meta)
+        except ConfigurationError:
+            config = None  # not made by crawlq crawl: its records as they are
+        items = not pages and config is not None and config.parse is not None
+        try:
+            count = write_all(
+                output,
+                config,
+                lambda: (text for _, text in iter_results(app, crawl_id)),
+                items=items,
+            )
         except BrokenPipeError:
             return  # the reader has what it wanted (`crawlq crawl-export 3 | head`)
-        finally:
-            out.close()
     if output != "-":
-        click.echo(f"{count} pages written to {output}", err=True)
+        click.echo(f"{count} {'items' if items else 'pages'} written to {output}", err=True)

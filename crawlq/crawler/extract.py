@@ -34,7 +34,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode, SelectolaxError
 from crawlq.crawler.records import RECORD_FIELDS, RESERVED_FIELDS
 from crawlq.exceptions import ConfigurationError
 
-__all__ = ["Extractor", "FieldSpec", "Selector", "parse_field"]
+__all__ = ["Document", "Extractor", "FieldSpec", "Selector", "parse_field"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 _PSEUDO = re.compile(r"::(text|attr\(\s*([^)\s]+)\s*\))\s*$")
@@ -139,7 +139,7 @@ class Selector:
                 except SelectolaxError:
                     raise ValueError(f"invalid CSS selector {css!r}") from None
 
-    def values(self, page: Page) -> list[Any]:
+    def values(self, page: Document) -> list[Any]:
         """Every match on ``page``, in order."""
         if self.xpath is not None:
             return _xpath_values(page.lxml_tree(), self.xpath)
@@ -195,7 +195,7 @@ def _xpath_values(tree: Any, expression: str) -> list[Any]:
     return values
 
 
-class Page:
+class Document:
     """One HTML page as the extractors see it: its selectolax tree (parsed once, shared
     with link extraction) and, on demand, an lxml tree for XPath."""
 
@@ -285,7 +285,7 @@ class Extractor:
         """The fields of a page that was not parsed: null."""
         return dict.fromkeys(self.names)
 
-    def extract(self, page: Page) -> dict[str, Any]:
+    def extract(self, page: Document) -> dict[str, Any]:
         """Each field's value on ``page``: the first match or null, or every match."""
         out: dict[str, Any] = {}
         for f in self.fields:

@@ -48,6 +48,7 @@ __all__ = [
     "is_html",
     "page_title",
     "parse_html",
+    "resolve_link",
 ]
 
 ScopeMode: TypeAlias = Literal["host", "domain", "prefix", "any"]
@@ -105,6 +106,12 @@ def _absolute(href: str, base: str) -> str | None:
     except ValueError:
         return None
     return url
+
+
+def resolve_link(href: str, base: str) -> str | None:
+    """A link as written on the page at ``base`` made absolute by the module's rules 3
+    and 4 (fragment dropped), or None when it is skipped."""
+    return _absolute(href, base)
 
 
 def _valid_host(host: str | None) -> bool:

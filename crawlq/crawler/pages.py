@@ -39,6 +39,7 @@ import math
 import random
 import threading
 import time
+import traceback
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
@@ -47,10 +48,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from crawlq.context import JobContext
 from crawlq.crawler.config import PAGE_QUEUE, CrawlConfig
-from crawlq.crawler.extract import Page as HtmlPage
+from crawlq.crawler.extract import Document
 from crawlq.crawler.fetch import Fetcher, FetchResult
 from crawlq.crawler.fields import with_crawl_fields
 from crawlq.crawler.hosts import RobotsCache, RobotsPending, limit_key
+from crawlq.crawler.items import Page, run_hook
 from crawlq.crawler.links import extract_links, is_html, page_title, parse_html
 from crawlq.crawler.output import WarcFile, worker_warc_path
 from crawlq.crawler.records import ROBOTS_DISALLOWED, page_record, record_text
@@ -274,17 +276,36 @@ async def crawl_page(
     title: str | None = None
     links: list[str] = []
     fields: dict[str, Any] = {}
+    charset = _charset(result.headers.get("content-type"))
+    tree = None
     if result.error is None and status is not None and is_html(result.headers.get("content-type")):
-        charset = _charset(result.headers.get("content-type"))
         tree = parse_html(result.body, charset)
         title = page_title(tree)
         links = extract_links(tree, result.final_url, follow_nofollow=config.follow_nofollow)
         if config.extractor is not None:
-            fields = config.extractor.extract(HtmlPage(tree, result.body, charset))
+            fields = config.extractor.extract(Document(tree, result.body, charset))
     record = page_record(
         url, depth=depth, referrer=referrer, result=result, title=title, links_found=len(links)
     )
     record.update(fields)
+    if config.parse is not None and result.error is None and status is not None:
+        if 200 <= status < 300:
+            page = Page(
+                url=url, final_url=result.final_url, status=status, headers=result.headers,
+                body=result.body, content_type=result.content_type, depth=depth,
+                referrer=referrer, encoding=charset, tree=tree, links=links, fields=fields,
+            )  # fmt: skip
+            try:
+                parsed = await run_hook(config.parse, page)
+            except Exception as exc:
+                error = f"parse hook {config.parse}: {type(exc).__name__}: {exc}"
+                if not last:
+                    raise Retry(_backoff(ctx.attempt), reason=error) from exc
+                record.update(error=error, traceback=traceback.format_exc())
+                await give_up(record, error)
+            record["items"] = parsed.items
+            if parsed.links is not None:
+                links = list(parsed.links)
     warc = state.warc(crawl_id, config)
     if warc is not None and result.status is not None:
         await asyncio.to_thread(warc.write, result)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from parsel import Selector as ScrapySelector
 
-from crawlq.crawler.extract import Extractor, Page, Selector, parse_field
+from crawlq.crawler.extract import Document, Extractor, Selector, parse_field
 from crawlq.crawler.links import parse_html
 from crawlq.exceptions import ConfigurationError
 
@@ -39,8 +39,8 @@ QUERIES = [
 ]
 
 
-def page() -> Page:
-    return Page(parse_html(HTML), HTML, "utf-8")
+def page() -> Document:
+    return Document(parse_html(HTML), HTML, "utf-8")
 
 
 @pytest.mark.parametrize("query", QUERIES)
