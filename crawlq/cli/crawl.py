@@ -12,6 +12,7 @@ from crawlq.crawler.exports import write_all
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT
 from crawlq.crawler.items import load_hook
 from crawlq.crawler.output import check_writable
+from crawlq.crawler.robots import robots_url
 from crawlq.crawler.runner import CrawlRunner, iter_results
 from crawlq.exceptions import ConfigurationError
 from crawlq.payload import MAX_COUNT, MAX_EXACT
@@ -21,7 +22,7 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
 
 @click.command()
 @target_options
-@click.argument("urls", nargs=-1, required=True, metavar="URL...")
+@click.argument("urls", nargs=-1, metavar="[URL]...")
 @click.option(
     "-o",
     "--output",
@@ -45,6 +46,19 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
     help="Run this function on each 2xx page (a crawlq.crawler.items.Page): the items "
     "(dicts) it returns go to --output and the store, and it may choose the links to "
     "follow. Every worker imports MODULE from its current directory.",
+)
+@click.option(
+    "--sitemap",
+    multiple=True,
+    metavar="URL",
+    help="Crawl the pages this sitemap lists (an index, gzipped, or a robots.txt whose "
+    "Sitemap: lines to read), at depth 0 with their <lastmod>. Repeatable; with it the "
+    "start URLs may be left out.",
+)
+@click.option(
+    "--robots-sitemaps",
+    is_flag=True,
+    help="Also crawl the sitemaps named by the robots.txt of each start URL's host.",
 )
 @click.option(
     "--scope",
@@ -149,6 +163,8 @@ def crawl(
     warc: str | None,
     extract: tuple[str, ...],
     parse_hook: str | None,
+    sitemap: tuple[str, ...],
+    robots_sitemaps: bool,
     scope: str,
     allow: tuple[str, ...],
     deny: tuple[str, ...],
@@ -172,7 +188,7 @@ def crawl(
     detach: bool,
     no_progress: bool,
 ) -> None:
-    """Crawl sites from URL..., following links within the scope, politely.
+    """Crawl sites from URL... (and --sitemap), following links within the scope, politely.
 
     Runs on the store (default: the SQLite file crawlq.db here, nothing to set up) with
     the queue underneath: each page is a job, each URL is fetched once per crawl, robots.txt
@@ -200,8 +216,14 @@ def crawl(
       crawlq crawl https://shop.example/ --parse myshop:parse -o items.csv
       crawlq crawl https://example.com/ --store postgresql://db/crawl --detach
     """
+    if not urls and not sitemap:
+        raise click.UsageError("give at least one start URL, or --sitemap URL")
+    start_urls = tuple(_with_scheme(url) for url in urls)
+    sitemaps = tuple(_with_scheme(url) for url in sitemap)
+    if robots_sitemaps:
+        sitemaps += tuple(dict.fromkeys(_robots_url(url) for url in start_urls))
     config = CrawlConfig(
-        start_urls=tuple(_with_scheme(url) for url in urls),
+        start_urls=start_urls,
         scope=scope,  # type: ignore[arg-type]
         allow=allow,
         deny=deny,
@@ -221,6 +243,7 @@ def crawl(
         warc=warc,
         extract=extract,
         parse=parse_hook,
+        sitemaps=sitemaps,
     )
     if parse_hook is not None:
         load_hook(parse_hook)  # here, before the crawl is created: one line if it fails
@@ -261,6 +284,13 @@ def crawl(
         code = runner.run()
     if code:
         raise SystemExit(code)
+
+
+def _robots_url(url: str) -> str:
+    try:
+        return robots_url(url)
+    except ValueError:
+        raise click.UsageError(f"--robots-sitemaps: {url!r} is not an http(s) URL") from None
 
 
 def _with_scheme(url: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args
@@ -144,6 +145,12 @@ class CrawlConfig:
             if not module.strip() or not function.strip():
                 raise ConfigurationError(
                     f"parse must be module:function (e.g. myparse:parse), not {self.parse!r}"
+                )
+        for url in self.sitemaps:
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+                raise ConfigurationError(
+                    f"invalid sitemap URL {url!r}: give an http:// or https:// URL"
                 )
 
     @property

@@ -33,7 +33,7 @@ from crawlq.config import WorkerSettings, store_command
 from crawlq.crawler.config import CONFIG_META_KEY, PAGE_QUEUE, CrawlConfig
 from crawlq.crawler.exports import CsvFile, Output, open_output, write_all
 from crawlq.crawler.output import check_writable
-from crawlq.crawler.pages import install, page_spec, use_warc
+from crawlq.crawler.pages import install, page_spec, sitemap_spec, use_warc
 from crawlq.crawler.records import ROBOTS_DISALLOWED
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo, CrawlState
 from crawlq.exceptions import ConfigurationError
@@ -64,8 +64,9 @@ _PAGE = 1000
 
 def crawl_name(config: CrawlConfig) -> str:
     """The default name of a crawl: its first start URL (and how many more)."""
-    first = config.start_urls[0]
-    more = len(config.start_urls) - 1
+    urls = config.start_urls or config.sitemaps
+    first = urls[0]
+    more = len(urls) - 1
     return f"crawl {first}" + (f" (+{more} more)" if more else "")
 
 
@@ -190,6 +191,7 @@ class CrawlRunner:
             self.crawl = self.app.get_crawl(found.id)
             return self.crawl
         start = [page_spec(self.app, url) for url in self.config.start_urls]
+        start += [sitemap_spec(self.app, url) for url in self.config.sitemaps]
         self.crawl = self.app.crawl(
             self.name, start, meta=self.config.to_meta(), limits=self.config.limits
         )
