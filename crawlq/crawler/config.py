@@ -114,7 +114,7 @@ class CrawlConfig:
                 raise ConfigurationError(f"{name} must be true or false")
         if self.warc is not None and (not isinstance(self.warc, str) or not self.warc):
             raise ConfigurationError(f"warc must be a file name, not {self.warc!r}")
-        self._check_outputs()
+        self._check_data_options()
         scope = Scope(
             start_urls=self.start_urls or self.sitemaps,
             mode=self.scope,
@@ -134,7 +134,7 @@ class CrawlConfig:
         object.__setattr__(self, "_scope", scope)
         object.__setattr__(self, "_fetch", fetch)
 
-    def _check_outputs(self) -> None:
+    def _check_data_options(self) -> None:
         """Check and compile ``extract``, ``parse`` and ``sitemaps``."""
         extractor = Extractor(self.extract) if self.extract else None
         object.__setattr__(self, "_extractor", extractor)

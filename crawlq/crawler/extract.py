@@ -96,9 +96,9 @@ def _node_values(node: LexborNode, part: _CssPart) -> Iterator[str]:
     if part.pseudo == "html":
         yield node.html or ""
     elif part.pseudo == "attr":
-        value = node.attributes.get(part.attr)
-        if part.attr in node.attributes:
-            yield value or ""
+        attributes = node.attributes
+        if part.attr in attributes:
+            yield attributes[part.attr] or ""
     else:
         nodes = (
             node.traverse(include_text=True)

@@ -184,6 +184,9 @@ def _items(result: Any) -> Parsed:
     for n, item in enumerate(found):
         if not isinstance(item, Mapping):
             raise TypeError(f"item {n} is a {type(item).__name__}, not a dict")
-        # as JSON and back: what the store keeps is what the output gets
-        items.append(json.loads(json.dumps(dict(item), ensure_ascii=False, allow_nan=False)))
+        # as JSON and back: what the store keeps is what the output gets (UTF-8: no
+        # lone surrogate, which no store could keep)
+        text = json.dumps(dict(item), ensure_ascii=False, allow_nan=False)
+        text.encode()
+        items.append(json.loads(text))
     return Parsed(items=items, links=links)

@@ -365,7 +365,9 @@ async def _sitemap(
 ) -> None:
     """Follow what the sitemap ``result`` lists (``crawlq.crawler.sitemaps``): its pages
     at depth 0 (scoped, with their ``<lastmod>``), its sitemaps below ``MAX_LEVEL``
-    (not scoped); with ``max_pages`` sitemaps first, as many as there is room for."""
+    (not scoped). With ``max_pages`` its pages come first, as many as there is room
+    for, and its sitemaps take at most half the room, or one (so an index leaves room
+    for the pages of the sitemaps it lists)."""
     found = read_sitemap(result.final_url, result.body, decoded_cap=config.max_decoded_bytes)
     record["links_found"] = found.entries
     if found.error is not None:
@@ -377,10 +379,12 @@ async def _sitemap(
         with contextlib.suppress(ValueError):
             sitemaps.append((entry.url, limit_key(entry.url), fingerprint(entry.url)))
     pages = _admitted(config, [e.url for e in found.pages], 0, url)
-    if cap is not None:
+    if cap is not None:  # pages first; sitemaps take at most half the room
         room = await cap.room()
-        sitemaps = await _unseen(ctx.app, ctx.crawl_id or 0, iter(sitemaps), room)
-        pages = iter(await _unseen(ctx.app, ctx.crawl_id or 0, pages, room - len(sitemaps)))
+        picked = await _unseen(ctx.app, ctx.crawl_id or 0, pages, room)
+        share = min(room - len(picked), max(1, room // 2))
+        sitemaps = await _unseen(ctx.app, ctx.crawl_id or 0, iter(sitemaps), share)
+        pages = iter(picked)
     _follow(ctx, sitemaps, 0, url, lastmods=lastmods, sitemap=level + 1)
     _follow(ctx, pages, 0, url, lastmods=lastmods)
 

@@ -17,6 +17,8 @@ from crawlq.fingerprint import canonical_url
 from tests.integration.conftest import Processes
 from tests.integration.test_crawler import by_url, records, run
 
+pytestmark = pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+
 FAST = ["--allow-private", "--delay", "0", "--timeout", "5", "--no-progress"]
 XML = "application/xml"
 
@@ -119,16 +121,20 @@ def build(site: StaticSite) -> None:
     site.page("/linked")
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def crawl(procs: Processes, *args: str, code: int = 0) -> dict[str, dict[str, Any]]:
+    """Run ``crawlq crawl ARGS``; its records by canonical URL."""
+    out = procs.workdir / "pages.jsonl"
+    result = run(procs, *FAST, *args, "-o", str(out))
+    assert result.returncode == code, result.stderr
+    return by_url(records(out))
+
+
 def test_robots_sitemaps_indexes_and_gzip_give_the_pages_with_their_lastmod(
     procs: Processes, site: StaticSite
 ) -> None:
     build(site)
     o = site.origin
-    out = procs.workdir / "pages.jsonl"
-    result = run(procs, o + "/", *FAST, "--robots-sitemaps", "--max-depth", "0", "-o", str(out))
-    assert result.returncode == 0, result.stderr
-    found = by_url(records(out))
+    found = crawl(procs, o + "/", "--robots-sitemaps", "--max-depth", "0")
     sitemaps = ["/robots.txt", "/sitemap_index.xml", "/sitemap-a.xml", "/sitemap-b.xml.gz",
                 "/nested.xml", "/sitemap-c.xml"]  # fmt: skip
     pages = ["/", "/a/1", "/a/2", "/b/1", "/b/2", "/c/1", "/private/p"]
@@ -150,21 +156,16 @@ def test_robots_sitemaps_indexes_and_gzip_give_the_pages_with_their_lastmod(
     assert all(site.requests.count(p) == 1 for p in sitemaps[1:] + pages[:-1])
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 def test_sitemap_alone_follows_links_in_the_sitemaps_scope(
     procs: Processes, site: StaticSite
 ) -> None:
     build(site)
     o = site.origin
-    out = procs.workdir / "pages.jsonl"
-    result = run(procs, *FAST, "--sitemap", o + "/sitemap-c.xml", "-o", str(out))
-    assert result.returncode == 0, result.stderr
-    found = by_url(records(out))
+    found = crawl(procs, "--sitemap", o + "/sitemap-c.xml")
     assert set(found) == {canonical_url(o + p) for p in ("/sitemap-c.xml", "/c/1", "/linked")}
     assert found[canonical_url(o + "/linked")]["depth"] == 1
 
 
-@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
 def test_sitemaps_over_the_caps_or_broken_are_recorded_as_errors(
     procs: Processes, site: StaticSite
 ) -> None:
@@ -176,12 +177,9 @@ def test_sitemaps_over_the_caps_or_broken_are_recorded_as_errors(
         XML,
         b'<!DOCTYPE u [<!ENTITY a "aaaa">]><urlset><url><loc>&a;</loc></url></urlset>',
     )
-    out = procs.workdir / "pages.jsonl"
     names = ["/bomb.xml.gz", "/huge.xml", "/bad.xml", "/entities.xml"]
     args = [a for name in names for a in ("--sitemap", o + name)]
-    result = run(procs, *FAST, *args, "--max-bytes", "1MiB", "-o", str(out))
-    assert result.returncode == 3, result.stderr
-    found = by_url(records(out))
+    found = crawl(procs, *args, "--max-bytes", "1MiB", code=3)
     errors = {p: found[canonical_url(o + p)]["error"] for p in names}
     assert errors == {
         "/bomb.xml.gz": f"decoded body over {50 << 20} bytes",
@@ -192,3 +190,12 @@ def test_sitemaps_over_the_caps_or_broken_are_recorded_as_errors(
     assert errors["/bad.xml"].startswith("invalid sitemap XML: mismatched tag")
     fetched = [path for path in site.requests if path != "/robots.txt"]
     assert sorted(fetched) == sorted(names)  # each once: final errors, no retries
+
+
+def test_max_pages_leaves_room_for_the_pages_of_an_index(
+    procs: Processes, site: StaticSite
+) -> None:
+    build(site)
+    found = crawl(procs, "--sitemap", site.origin + "/sitemap_index.xml", "--max-pages", "4")
+    kinds = sorted(record["kind"] for record in found.values())
+    assert kinds == ["page", "page", "sitemap", "sitemap"], found.keys()
