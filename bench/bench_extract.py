@@ -30,13 +30,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench_crawl import build_site
 
-from bench_crawl import build_site  # noqa: E402
-
-from crawlq.crawler.extract import Document, Extractor  # noqa: E402
-from crawlq.crawler.items import Page, run_hook  # noqa: E402
-from crawlq.crawler.links import extract_links, page_title, parse_html  # noqa: E402
+from crawlq.crawler.extract import Document, Extractor
+from crawlq.crawler.items import Page, run_hook
+from crawlq.crawler.links import extract_links, page_title, parse_html
 
 BASE = "http://127.0.0.1:8000/p/00001.html"
 CSS = Extractor(["h1=h1::text", "links[]=a::attr(href)", "words[]=p ::text"])
@@ -47,7 +45,7 @@ def item(page: Page) -> dict[str, Any]:
     return {"url": page.url, "title": page.select_one("title::text")}
 
 
-sys.modules.setdefault("bench_extract", sys.modules[__name__])
+sys.modules.setdefault("bench_extract", sys.modules[__name__])  # the hook's module name
 
 
 def two_parses(body: bytes) -> None:

@@ -82,3 +82,19 @@ def test_bad_fields_are_refused_in_one_line(spec: str, message: str) -> None:
 def test_a_name_given_twice_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="'a' is given twice"):
         Extractor(["a=p", "a[]=li"])
+
+
+def test_xpath_without_lxml_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "lxml" else real(name, *a)
+    )
+    with pytest.raises(ConfigurationError) as info:
+        parse_field("price=xpath://span/text()")
+    assert str(info.value) == (
+        "XPath extraction (xpath://span/text()) needs lxml: pip install 'crawlq[extract]', "
+        "or use a CSS query"
+    )
+    assert Extractor(["price=span::text"]).names == ["price"]  # CSS needs nothing more
