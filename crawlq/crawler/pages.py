@@ -301,7 +301,7 @@ async def crawl_page(
         if result.error is not None:
             await give_up(record, result.error)
         if status is not None and status < 400:
-            await _sitemap(ctx, config, cap, url, sitemap, result, record, give_up)
+            await _sitemap(ctx, crawl_id, config, cap, url, sitemap, result, record, give_up)
         await keep(record)
         return None
 
@@ -320,24 +320,24 @@ async def crawl_page(
         url, depth=depth, referrer=referrer, result=result, title=title, links_found=len(links)
     )
     record.update(fields)
-    if config.parse is not None and result.error is None and status is not None:
-        if 200 <= status < 300:
-            page = Page(
-                url=url, final_url=result.final_url, status=status, headers=result.headers,
-                body=result.body, content_type=result.content_type, depth=depth,
-                referrer=referrer, encoding=charset, tree=tree, links=links, fields=fields,
-            )  # fmt: skip
-            try:
-                parsed = await run_hook(config.parse, page)
-            except Exception as exc:
-                error = f"parse hook {config.parse}: {type(exc).__name__}: {exc}"
-                if not last:
-                    raise Retry(_backoff(ctx.attempt), reason=error) from exc
-                record.update(error=error, traceback=traceback.format_exc())
-                await give_up(record, error)
-            record["items"] = parsed.items
-            if parsed.links is not None:
-                links = list(parsed.links)
+    ok = result.error is None and status is not None and 200 <= status < 300
+    if config.parse is not None and ok and status is not None:
+        page = Page(
+            url=url, final_url=result.final_url, status=status, headers=result.headers,
+            body=result.body, content_type=result.content_type, depth=depth,
+            referrer=referrer, encoding=charset, tree=tree, links=links, fields=fields,
+        )  # fmt: skip
+        try:
+            parsed = await run_hook(config.parse, page)
+        except Exception as exc:
+            error = f"parse hook {config.parse}: {type(exc).__name__}: {exc}"
+            if not last:
+                raise Retry(_backoff(ctx.attempt), reason=error) from exc
+            record.update(error=error, traceback=traceback.format_exc())
+            await give_up(record, error)
+        record["items"] = parsed.items
+        if parsed.links is not None:
+            links = list(parsed.links)
     warc = state.warc(crawl_id, config)
     if warc is not None and result.status is not None:
         await asyncio.to_thread(warc.write, result)
@@ -355,6 +355,7 @@ async def crawl_page(
 
 async def _sitemap(
     ctx: JobContext,
+    crawl_id: int,
     config: CrawlConfig,
     cap: _Cap | None,
     url: str,
@@ -381,9 +382,9 @@ async def _sitemap(
     pages = _admitted(config, [e.url for e in found.pages], 0, url)
     if cap is not None:  # pages first; sitemaps take at most half the room
         room = await cap.room()
-        picked = await _unseen(ctx.app, ctx.crawl_id or 0, pages, room)
+        picked = await _unseen(ctx.app, crawl_id, pages, room)
         share = min(room - len(picked), max(1, room // 2))
-        sitemaps = await _unseen(ctx.app, ctx.crawl_id or 0, iter(sitemaps), share)
+        sitemaps = await _unseen(ctx.app, crawl_id, iter(sitemaps), share)
         pages = iter(picked)
     _follow(ctx, sitemaps, 0, url, lastmods=lastmods, sitemap=level + 1)
     _follow(ctx, pages, 0, url, lastmods=lastmods)
