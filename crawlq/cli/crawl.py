@@ -8,9 +8,13 @@ from crawlq.cli.common import open_app, target_options
 from crawlq.cli.params import duration, size
 from crawlq.config import MAX_CONCURRENCY, store_command
 from crawlq.crawler.config import CrawlConfig
+from crawlq.crawler.exports import write_all
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT
-from crawlq.crawler.output import JsonLines, check_writable
+from crawlq.crawler.items import load_hook
+from crawlq.crawler.output import check_writable
+from crawlq.crawler.robots import robots_url
 from crawlq.crawler.runner import CrawlRunner, iter_results
+from crawlq.exceptions import ConfigurationError
 from crawlq.payload import MAX_COUNT, MAX_EXACT
 
 _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
@@ -18,14 +22,44 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
 
 @click.command()
 @target_options
-@click.argument("urls", nargs=-1, required=True, metavar="URL...")
+@click.argument("urls", nargs=-1, metavar="[URL]...")
 @click.option(
     "-o",
     "--output",
     metavar="FILE",
-    help="JSON Lines file, one object per page ('-' for stdout). Default: crawl-ID.jsonl.",
+    help="JSON Lines file, one object per page ('-' for stdout), or CSV if FILE ends in .csv; "
+    "with --parse, one per item. Default: crawl-ID.jsonl.",
 )
 @click.option("--warc", metavar="FILE", help="Also write the page bodies to this WARC file.")
+@click.option(
+    "--extract",
+    multiple=True,
+    metavar="NAME=QUERY",
+    help="Add a field to each page's record: the first match of a CSS query (::text and "
+    "::attr(NAME) as in Scrapy) or of xpath:EXPR (needs crawlq[extract]); NAME[]=QUERY "
+    "keeps every match. Repeatable.",
+)
+@click.option(
+    "--parse",
+    "parse_hook",
+    metavar="MODULE:FUNCTION",
+    help="Run this function on each 2xx page (a crawlq.crawler.items.Page): the items "
+    "(dicts) it returns go to --output and the store, and it may choose the links to "
+    "follow. Every worker imports MODULE from its current directory.",
+)
+@click.option(
+    "--sitemap",
+    multiple=True,
+    metavar="URL",
+    help="Crawl the pages this sitemap lists (an index, gzipped, or a robots.txt whose "
+    "Sitemap: lines to read), at depth 0 with their <lastmod>. Repeatable; with it the "
+    "start URLs may be left out.",
+)
+@click.option(
+    "--robots-sitemaps",
+    is_flag=True,
+    help="Also crawl the sitemaps named by the robots.txt of each start URL's host.",
+)
 @click.option(
     "--scope",
     type=click.Choice(["host", "domain", "prefix", "any"]),
@@ -127,6 +161,10 @@ def crawl(
     urls: tuple[str, ...],
     output: str | None,
     warc: str | None,
+    extract: tuple[str, ...],
+    parse_hook: str | None,
+    sitemap: tuple[str, ...],
+    robots_sitemaps: bool,
     scope: str,
     allow: tuple[str, ...],
     deny: tuple[str, ...],
@@ -150,14 +188,15 @@ def crawl(
     detach: bool,
     no_progress: bool,
 ) -> None:
-    """Crawl sites from URL..., following links within the scope, politely.
+    """Crawl sites from URL... (and --sitemap), following links within the scope, politely.
 
     Runs on the store (default: the SQLite file crawlq.db here, nothing to set up) with
     the queue underneath: each page is a job, each URL is fetched once per crawl, robots.txt
     is obeyed, and each host gets --host-concurrency fetches at a time, --delay apart, on
     every worker together. One JSON object per page goes to --output (url, final_url,
     status, content_type, title, depth, referrer, fetched_at, elapsed_ms, bytes, sha256,
-    links_found, error) and stays in the store for `crawlq crawl-export ID`.
+    links_found, error, then the --extract fields) and stays in the store for
+    `crawlq crawl-export ID`. With --parse, --output gets the items the function returns.
 
     Private, loopback and link-local addresses are refused (also after DNS and on every
     redirect) unless --allow-private or --allow-host.
@@ -173,10 +212,18 @@ def crawl(
     Example:
       crawlq crawl https://example.com/ --max-pages 500 -o pages.jsonl
       crawlq crawl https://example.com/docs/ --scope prefix --delay 1
+      crawlq crawl https://shop.example/ --extract 'price=.price::text'
+      crawlq crawl https://shop.example/ --parse myshop:parse -o items.csv
       crawlq crawl https://example.com/ --store postgresql://db/crawl --detach
     """
+    if not urls and not sitemap:
+        raise click.UsageError("give at least one start URL, or --sitemap URL")
+    start_urls = tuple(_with_scheme(url) for url in urls)
+    sitemaps = tuple(_with_scheme(url) for url in sitemap)
+    if robots_sitemaps:
+        sitemaps += tuple(dict.fromkeys(_robots_url(url) for url in start_urls))
     config = CrawlConfig(
-        start_urls=tuple(_with_scheme(url) for url in urls),
+        start_urls=start_urls,
         scope=scope,  # type: ignore[arg-type]
         allow=allow,
         deny=deny,
@@ -194,7 +241,12 @@ def crawl(
         allow_private=allow_private,
         allow_hosts=allow_host,
         warc=warc,
+        extract=extract,
+        parse=parse_hook,
+        sitemaps=sitemaps,
     )
+    if parse_hook is not None:
+        load_hook(parse_hook)  # here, before the crawl is created: one line if it fails
     if ignore_robots:
         click.secho(
             "warning: --ignore-robots: robots.txt is neither fetched nor obeyed; crawl only "
@@ -234,6 +286,13 @@ def crawl(
         raise SystemExit(code)
 
 
+def _robots_url(url: str) -> str:
+    try:
+        return robots_url(url)
+    except ValueError:
+        raise click.UsageError(f"--robots-sitemaps: {url!r} is not an http(s) URL") from None
+
+
 def _with_scheme(url: str) -> str:
     """``example.com/docs`` means ``https://example.com/docs``, as in a browser."""
     url = url.strip()
@@ -252,26 +311,41 @@ def _with_scheme(url: str) -> str:
     default="-",
     show_default=True,
     metavar="FILE",
-    help="JSON Lines file ('-' for stdout).",
+    help="JSON Lines file ('-' for stdout), or CSV if FILE ends in .csv.",
 )
-def crawl_export(crawl_id: int, output: str) -> None:
-    """Write the page records of crawl ID as JSON Lines, in the order they were kept.
+@click.option(
+    "--pages",
+    is_flag=True,
+    help="Write the page records of a crawl made with --parse (by default: its items).",
+)
+def crawl_export(crawl_id: int, output: str, pages: bool) -> None:
+    """Write the page records of crawl ID (the items of a crawl made with --parse), in
+    the order they were kept, as JSON Lines, or CSV if FILE ends in .csv.
 
     Works from any machine that reaches the store, while the crawl runs or after.
 
     \b
     Example:
       crawlq crawl-export 3 -o pages.jsonl
+      crawlq crawl-export 3 -o items.csv
       crawlq crawl-export 3 --store postgresql://db/crawl | jq .url
     """
+    check_writable(output, "the output file")
     with open_app() as app:
-        app.get_crawl(crawl_id)  # CrawlNotFound with a hint
-        out = JsonLines(output)
+        info = app.get_crawl(crawl_id)  # CrawlNotFound with a hint
         try:
-            count = out.write(text for _, text in iter_results(app, crawl_id))
+            config: CrawlConfig | None = CrawlConfig.from_meta(info.meta)
+        except ConfigurationError:
+            config = None  # not made by crawlq crawl: its records as they are
+        items = not pages and config is not None and config.parse is not None
+        try:
+            count = write_all(
+                output,
+                config,
+                lambda: (text for _, text in iter_results(app, crawl_id)),
+                items=items,
+            )
         except BrokenPipeError:
             return  # the reader has what it wanted (`crawlq crawl-export 3 | head`)
-        finally:
-            out.close()
     if output != "-":
-        click.echo(f"{count} pages written to {output}", err=True)
+        click.echo(f"{count} {'items' if items else 'pages'} written to {output}", err=True)

@@ -11,11 +11,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from crawlq.crawler.addresses import AddressPolicy
+from crawlq.crawler.extract import Extractor
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT, FetchSettings
 from crawlq.crawler.links import Scope, ScopeMode
 from crawlq.exceptions import ConfigurationError
@@ -51,6 +53,12 @@ class CrawlConfig:
     network errors, 429 and 5xx (with backoff); ``allow_private`` and ``allow_hosts``
     (host names or networks) open the addresses the guard refuses.
     ``warc`` is a WARC file (gzip) the bodies are written to, None for none.
+
+    What a crawl gets out of pages: ``extract`` (``NAME=QUERY`` fields added to each
+    record, ``crawlq.crawler.extract``), ``parse`` (``module:function``, a user function
+    run on each page, ``crawlq.crawler.items``), ``sitemaps`` (sitemap, sitemap index or
+    robots.txt URLs whose pages are crawled, ``crawlq.crawler.sitemaps``; with sitemaps
+    the start URLs may be empty, and the sitemaps' own URLs anchor the scope).
     """
 
     start_urls: tuple[str, ...]
@@ -74,17 +82,23 @@ class CrawlConfig:
     allow_private: bool = False
     allow_hosts: tuple[str, ...] = ()
     warc: str | None = None
+    # -- extraction, parse hook, sitemaps (crawlq.crawler.extract, items, sitemaps) --
+    extract: tuple[str, ...] = ()
+    parse: str | None = None
+    sitemaps: tuple[str, ...] = ()
+    _extractor: Extractor | None = field(init=False, repr=False, compare=False)
+    # --
     _scope: Scope = field(init=False, repr=False, compare=False)
     _fetch: FetchSettings = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("start_urls", "allow", "deny", "allow_hosts"):
+        for name in ("start_urls", "allow", "deny", "allow_hosts", "extract", "sitemaps"):
             value = getattr(self, name)
             if isinstance(value, str) or not all(isinstance(v, str) for v in value):
                 raise ConfigurationError(f"{name} must be a list of strings, not {value!r}")
             object.__setattr__(self, name, tuple(value))
-        if not self.start_urls:
-            raise ConfigurationError("a crawl needs at least one start URL")
+        if not self.start_urls and not self.sitemaps:
+            raise ConfigurationError("a crawl needs at least one start URL or sitemap")
         if self.scope not in get_args(ScopeMode):
             raise ConfigurationError(
                 f"scope must be one of {', '.join(get_args(ScopeMode))}, not {self.scope!r}"
@@ -100,8 +114,9 @@ class CrawlConfig:
                 raise ConfigurationError(f"{name} must be true or false")
         if self.warc is not None and (not isinstance(self.warc, str) or not self.warc):
             raise ConfigurationError(f"warc must be a file name, not {self.warc!r}")
+        self._check_data_options()
         scope = Scope(
-            start_urls=self.start_urls,
+            start_urls=self.start_urls or self.sitemaps,
             mode=self.scope,
             allow=self.allow,
             deny=self.deny,
@@ -118,6 +133,30 @@ class CrawlConfig:
         )
         object.__setattr__(self, "_scope", scope)
         object.__setattr__(self, "_fetch", fetch)
+
+    def _check_data_options(self) -> None:
+        """Check and compile ``extract``, ``parse`` and ``sitemaps``."""
+        extractor = Extractor(self.extract) if self.extract else None
+        object.__setattr__(self, "_extractor", extractor)
+        if self.parse is not None:
+            module, _, function = (
+                self.parse.partition(":") if isinstance(self.parse, str) else ("", "", "")
+            )
+            if not module.strip() or not function.strip():
+                raise ConfigurationError(
+                    f"parse must be module:function (e.g. myparse:parse), not {self.parse!r}"
+                )
+        for url in self.sitemaps:
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+                raise ConfigurationError(
+                    f"invalid sitemap URL {url!r}: give an http:// or https:// URL"
+                )
+
+    @property
+    def extractor(self) -> Extractor | None:
+        """The ``extract`` fields, compiled; None when there are none."""
+        return self._extractor
 
     @property
     def scope_rules(self) -> Scope:

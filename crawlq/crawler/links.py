@@ -47,6 +47,8 @@ __all__ = [
     "extract_links",
     "is_html",
     "page_title",
+    "parse_html",
+    "resolve_link",
 ]
 
 ScopeMode: TypeAlias = Literal["host", "domain", "prefix", "any"]
@@ -64,10 +66,15 @@ _REMOVE = str.maketrans("", "", "\t\n\r")
 _BAD_HOST_CHARS = frozenset(_STRIP + "#%/:<>?@[\\]^|\x7f\ufffd")
 
 
-def _parse(html: bytes | str, encoding: str | None) -> LexborHTMLParser:
+def parse_html(
+    html: bytes | str | LexborHTMLParser, encoding: str | None = None
+) -> LexborHTMLParser:
     """The parsed document: ``str`` as is; ``bytes`` decoded with ``encoding`` when that
     names a known codec (bad bytes replaced), else with the HTML Standard's detection
-    (BOM, ``<meta charset>``, UTF-8 by default)."""
+    (BOM, ``<meta charset>``, UTF-8 by default). The functions below take it instead of
+    the text, so that a page is parsed once."""
+    if isinstance(html, LexborHTMLParser):
+        return html
     if isinstance(html, bytes):
         if encoding:
             try:
@@ -101,6 +108,12 @@ def _absolute(href: str, base: str) -> str | None:
     return url
 
 
+def resolve_link(href: str, base: str) -> str | None:
+    """A link as written on the page at ``base`` made absolute by the module's rules 3
+    and 4 (fragment dropped), or None when it is skipped."""
+    return _absolute(href, base)
+
+
 def _valid_host(host: str | None) -> bool:
     """Whether ``host`` (from ``urlsplit``: lowercased, no brackets) can name a host."""
     if not host:
@@ -120,7 +133,7 @@ def _canonical(url: str) -> str | None:
 
 
 def extract_links(
-    html: bytes | str,
+    html: bytes | str | LexborHTMLParser,
     base_url: str,
     *,
     follow_nofollow: bool = False,
@@ -131,7 +144,7 @@ def extract_links(
     ``base_url`` is the page's (final) URL; ``encoding`` is an optional charset hint for
     ``bytes`` (the Content-Type's ``charset``), ignored when it names no known codec.
     """
-    tree = _parse(html, encoding)
+    tree = parse_html(html, encoding)
     base = base_url
     base_node = tree.css_first("base[href]")
     if base_node is not None:
@@ -155,11 +168,11 @@ def extract_links(
     return links
 
 
-def page_title(html: bytes | str, *, encoding: str | None = None) -> str | None:
+def page_title(html: bytes | str | LexborHTMLParser, *, encoding: str | None = None) -> str | None:
     """The text of the first HTML ``<title>`` (not one inside ``<svg>`` or ``<math>``),
     whitespace collapsed; None when there is none or it is blank. ``encoding`` as for
     ``extract_links``."""
-    for node in _parse(html, encoding).css("title"):
+    for node in parse_html(html, encoding).css("title"):
         parent = node.parent
         while parent is not None and parent.tag not in ("svg", "math"):
             parent = parent.parent

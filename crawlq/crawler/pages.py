@@ -26,6 +26,13 @@ One attempt:
    by the URL's fingerprint (a page fetched twice after a crash keeps its first record),
    and the body to the WARC file when the crawl has one.
 
+An HTML page is parsed once, for its title, its links and the crawl's ``--extract``
+fields (``crawlq.crawler.extract``); with a parse hook a 2xx page is handed to it
+(``crawlq.crawler.items``: its items go into the record, it may replace the links, and
+its failure is retried like a network error). A job whose ``sitemap`` argument is set
+fetches a sitemap file instead (``crawlq.crawler.sitemaps``): its pages become page jobs
+at depth 0 carrying their ``lastmod``, its sitemaps more sitemap jobs.
+
 A page whose last attempt failed is recorded and then goes to the dead-letter queue
 (``Discard``), so ``dead`` in the crawl's counts is the number of failed pages.
 """
@@ -33,25 +40,31 @@ A page whose last attempt failed is recorded and then goes to the dead-letter qu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import itertools
 import math
 import random
 import threading
 import time
+import traceback
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from datetime import UTC
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from crawlq.context import JobContext
 from crawlq.crawler.config import PAGE_QUEUE, CrawlConfig
+from crawlq.crawler.extract import Document
 from crawlq.crawler.fetch import Fetcher, FetchResult
+from crawlq.crawler.fields import with_crawl_fields
 from crawlq.crawler.hosts import RobotsCache, RobotsPending, limit_key
-from crawlq.crawler.links import extract_links, is_html, page_title
+from crawlq.crawler.items import Page, run_hook
+from crawlq.crawler.links import extract_links, is_html, page_title, parse_html
 from crawlq.crawler.output import WarcFile, worker_warc_path
 from crawlq.crawler.records import ROBOTS_DISALLOWED, page_record, record_text
+from crawlq.crawler.sitemaps import MAX_LEVEL, read_sitemap
 from crawlq.exceptions import Discard, Retry, Snooze
 from crawlq.fingerprint import canonical_url, fingerprint
 from crawlq.jobs import JobSpec, JobState
@@ -62,7 +75,7 @@ if TYPE_CHECKING:
     from crawlq.app import App
     from crawlq.tasks import Task
 
-__all__ = ["PAGE_TASK", "drop_pending", "install", "page_spec", "use_warc"]
+__all__ = ["PAGE_TASK", "drop_pending", "install", "page_spec", "sitemap_spec", "use_warc"]
 
 PAGE_TASK = "crawlq.page"
 
@@ -183,8 +196,11 @@ def use_warc(app: App, crawl_id: int, path: str) -> None:
     _state(app).warc_paths[crawl_id] = path
 
 
-async def _keep(ctx: JobContext, crawl_id: int, url: str, record: dict[str, Any]) -> None:
+async def _keep(
+    ctx: JobContext, crawl_id: int, url: str, record: dict[str, Any], config: CrawlConfig
+) -> None:
     store = ctx.app.store
+    with_crawl_fields(config, record)
     await asyncio.to_thread(store.result_add, crawl_id, [(fingerprint(url), record_text(record))])
 
 
@@ -203,10 +219,17 @@ def _final(error: str) -> bool:
 
 
 async def crawl_page(
-    ctx: JobContext, url: str, depth: int = 0, referrer: str | None = None
+    ctx: JobContext,
+    url: str,
+    depth: int = 0,
+    referrer: str | None = None,
+    lastmod: str | None = None,
+    sitemap: int | None = None,
 ) -> None:
     """The ``crawlq.page`` task (see the module docstring). The record goes to the
-    crawl's results, not to the job's result (it would be stored twice)."""
+    crawl's results, not to the job's result (it would be stored twice). ``lastmod``
+    is the page's ``<lastmod>`` in the sitemap that listed it; ``sitemap`` is not None
+    when ``url`` is a sitemap file (its nesting level): its entries are followed."""
     app = ctx.app
     crawl_id = ctx.crawl_id
     if crawl_id is None:
@@ -219,9 +242,16 @@ async def crawl_page(
     fetcher = state.fetcher(config)
     last = ctx.attempt >= config.max_attempts
 
+    async def keep(record: dict[str, Any]) -> None:
+        if lastmod is not None:
+            record["lastmod"] = lastmod
+        if sitemap is not None:
+            record["kind"] = "sitemap"
+        await _keep(ctx, crawl_id, url, record, config)
+
     async def give_up(record: dict[str, Any], reason: str) -> NoReturn:
         """Keep the record of a page that failed for good; it goes to the dead letters."""
-        await _keep(ctx, crawl_id, url, record)
+        await keep(record)
         if cap is not None:
             await cap.room()
         raise Discard(reason)
@@ -241,7 +271,7 @@ async def crawl_page(
             await give_up(page_record(url, depth=depth, referrer=referrer, error=error), error)
         if not robots.allowed(url, config.user_agent):
             record = page_record(url, depth=depth, referrer=referrer, error=ROBOTS_DISALLOWED)
-            await _keep(ctx, crawl_id, url, record)
+            await keep(record)
             if cap is not None:
                 await cap.room()
             return None
@@ -266,17 +296,48 @@ async def crawl_page(
             raise Retry(_backoff(ctx.attempt), reason=f"HTTP {status}")
         await give_up(page_record(url, depth=depth, referrer=referrer, result=result), str(status))
 
+    if sitemap is not None:
+        record = page_record(url, depth=depth, referrer=referrer, result=result)
+        if result.error is not None:
+            await give_up(record, result.error)
+        if status is not None and status < 400:
+            await _sitemap(ctx, crawl_id, config, cap, url, sitemap, result, record, give_up)
+        await keep(record)
+        return None
+
     title: str | None = None
     links: list[str] = []
+    fields: dict[str, Any] = {}
+    charset = _charset(result.headers.get("content-type"))
+    tree = None
     if result.error is None and status is not None and is_html(result.headers.get("content-type")):
-        charset = _charset(result.headers.get("content-type"))
-        title = page_title(result.body, encoding=charset)
-        links = extract_links(
-            result.body, result.final_url, follow_nofollow=config.follow_nofollow, encoding=charset
-        )
+        tree = parse_html(result.body, charset)
+        title = page_title(tree)
+        links = extract_links(tree, result.final_url, follow_nofollow=config.follow_nofollow)
+        if config.extractor is not None:
+            fields = config.extractor.extract(Document(tree, result.body, charset))
     record = page_record(
         url, depth=depth, referrer=referrer, result=result, title=title, links_found=len(links)
     )
+    record.update(fields)
+    ok = result.error is None and status is not None and 200 <= status < 300
+    if config.parse is not None and ok and status is not None:
+        page = Page(
+            url=url, final_url=result.final_url, status=status, headers=result.headers,
+            body=result.body, content_type=result.content_type, depth=depth,
+            referrer=referrer, encoding=charset, tree=tree, links=links, fields=fields,
+        )  # fmt: skip
+        try:
+            parsed = await run_hook(config.parse, page)
+        except Exception as exc:
+            error = f"parse hook {config.parse}: {type(exc).__name__}: {exc}"
+            if not last:
+                raise Retry(_backoff(ctx.attempt), reason=error) from exc
+            record.update(error=error, traceback=traceback.format_exc())
+            await give_up(record, error)
+        record["items"] = parsed.items
+        if parsed.links is not None:
+            links = list(parsed.links)
     warc = state.warc(crawl_id, config)
     if warc is not None and result.status is not None:
         await asyncio.to_thread(warc.write, result)
@@ -288,8 +349,45 @@ async def crawl_page(
     if cap is not None:  # only links new to the crawl, as many as it has room for
         admitted = iter(await _unseen(app, crawl_id, admitted, await cap.room()))
     _follow(ctx, admitted, depth + 1, url)
-    await _keep(ctx, crawl_id, url, record)
+    await keep(record)
     return None
+
+
+async def _sitemap(
+    ctx: JobContext,
+    crawl_id: int,
+    config: CrawlConfig,
+    cap: _Cap | None,
+    url: str,
+    level: int,
+    result: FetchResult,
+    record: dict[str, Any],
+    give_up: Callable[[dict[str, Any], str], Awaitable[NoReturn]],
+) -> None:
+    """Follow what the sitemap ``result`` lists (``crawlq.crawler.sitemaps``): its pages
+    at depth 0 (scoped, with their ``<lastmod>``), its sitemaps below ``MAX_LEVEL``
+    (not scoped). With ``max_pages`` its pages come first, as many as there is room
+    for, and its sitemaps take at most half the room, or one (so an index leaves room
+    for the pages of the sitemaps it lists)."""
+    found = read_sitemap(result.final_url, result.body, decoded_cap=config.max_decoded_bytes)
+    record["links_found"] = found.entries
+    if found.error is not None:
+        record["error"] = found.error
+        await give_up(record, found.error)
+    lastmods = {e.url: e.lastmod for e in (*found.pages, *found.sitemaps) if e.lastmod}
+    sitemaps: list[Admitted] = []
+    for entry in found.sitemaps if level < MAX_LEVEL else ():
+        with contextlib.suppress(ValueError):
+            sitemaps.append((entry.url, limit_key(entry.url), fingerprint(entry.url)))
+    pages = _admitted(config, [e.url for e in found.pages], 0, url)
+    if cap is not None:  # pages first; sitemaps take at most half the room
+        room = await cap.room()
+        picked = await _unseen(ctx.app, crawl_id, pages, room)
+        share = min(room - len(picked), max(1, room // 2))
+        sitemaps = await _unseen(ctx.app, crawl_id, iter(sitemaps), share)
+        pages = iter(picked)
+    _follow(ctx, sitemaps, 0, url, lastmods=lastmods, sitemap=level + 1)
+    _follow(ctx, pages, 0, url, lastmods=lastmods)
 
 
 Admitted = tuple[str, str, bytes]
@@ -333,17 +431,29 @@ async def _unseen(
     return picked[:room]
 
 
-def _follow(ctx: JobContext, admitted: Iterable[Admitted], depth: int, page: str) -> None:
+def _follow(
+    ctx: JobContext,
+    admitted: Iterable[Admitted],
+    depth: int,
+    page: str,
+    *,
+    lastmods: dict[str, str] | None = None,
+    sitemap: int | None = None,
+) -> None:
     """Schedule links as page jobs of this crawl, each with ``seen=`` its URL. The specs
     are built here, not with ``ctx.schedule``: the arguments are known JSON (two strings
-    and an int), so the generic call checks and encoding are skipped (a page has tens of
-    links)."""
+    and an int, and from a sitemap its ``lastmod`` and ``sitemap`` level), so the generic
+    call checks and encoding are skipped (a page has tens of links)."""
     options = ctx.app.get_task(PAGE_TASK).options
     for link, key, fp in admitted:
+        args: list[Any] = [link, depth, page]
+        when = lastmods.get(link) if lastmods else None
+        if when is not None or sitemap is not None:
+            args += [when, sitemap]
         spec = JobSpec(
             queue=options.queue,
             task=PAGE_TASK,
-            args=[link, depth, page],
+            args=args,
             priority=-depth,
             max_attempts=options.max_attempts,
             lease_seconds=options.lease,
@@ -413,6 +523,12 @@ def page_spec(app: App, url: str) -> Any:
     """The job of a start URL (depth 0), for ``app.crawl``."""
     task = install(app)
     return task.spec(url, 0, None, seen=url, limit_key=limit_key(url))
+
+
+def sitemap_spec(app: App, url: str) -> Any:
+    """The job of a sitemap given to the crawl (or a robots.txt, for its sitemaps)."""
+    task = install(app)
+    return task.spec(url, 0, None, None, 0, seen=url, limit_key=limit_key(url))
 
 
 def install(app: App) -> Task[Any, Any]:

@@ -16,6 +16,10 @@ Fields (every record has all of them, ``null`` where there is no value):
 * ``links_found``: distinct http(s) links on the page (before scope rules);
 * ``error``: null for a complete response, else why the page has none (a refusal, a
   network error after the last retry, a cap, ``robots.txt disallows it``, ...).
+
+A crawl's options add fields after these, to every record of the crawl: its
+``--extract`` fields (``crawlq.crawler.extract``), and the ``RESERVED_FIELDS`` of the
+parse hook and of sitemaps (``crawlq.crawler.items``, ``crawlq.crawler.sitemaps``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,13 @@ from typing import Any
 
 from crawlq.crawler.fetch import FetchResult
 
-__all__ = ["RECORD_FIELDS", "ROBOTS_DISALLOWED", "page_record", "record_text"]
+__all__ = [
+    "RECORD_FIELDS",
+    "RESERVED_FIELDS",
+    "ROBOTS_DISALLOWED",
+    "page_record",
+    "record_text",
+]
 
 #: The ``error`` of a page that robots.txt disallows (recorded, never fetched).
 ROBOTS_DISALLOWED = "robots.txt disallows it"
@@ -47,6 +57,10 @@ RECORD_FIELDS = (
     "links_found",
     "error",
 )
+
+#: Fields some crawls add (parse hook: ``items``, ``traceback``; sitemaps: ``kind``,
+#: ``lastmod``): no ``--extract`` field may take these names either.
+RESERVED_FIELDS = ("items", "traceback", "kind", "lastmod")
 
 
 def _now() -> str:

@@ -126,6 +126,16 @@ class Robots:
         except Exception:  # protego on a hostile URL: refuse rather than crash
             return False
 
+    @property
+    def sitemaps(self) -> list[str]:
+        """The file's ``Sitemap:`` URLs, in order (none when there is no file)."""
+        if self._rules is None:
+            return []
+        try:
+            return [str(url) for url in self._rules.sitemaps]
+        except Exception:  # a parser bug: no sitemaps rather than a crash
+            return []
+
     def crawl_delay(self, user_agent: str) -> float | None:
         """The Crawl-delay for ``user_agent`` in seconds, None when none is given (or it
         is negative or not finite)."""

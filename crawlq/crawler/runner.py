@@ -3,14 +3,14 @@
 ``CrawlRunner.start()`` finds the open crawl made by the same command (same settings and
 name) and resumes it, or creates a new one with the start URLs as its first pages. ``run()``
 then works the ``crawl`` queue with an asyncio worker in a thread of this process (and
-``processes - 1`` ``crawlq worker`` child processes, to use more cores) while
-the main thread streams the crawl's results from the store to the JSON Lines output (the
-whole file is rewritten from the store on a resume, so it never holds a page twice),
-draws the progress display, and returns an exit code once the crawl is finished or
-cancelled. Ctrl-C or SIGTERM stops the worker gracefully (a second Ctrl-C releases
-running pages at once); the crawl stays open in the store, so the same command resumes
-it, also after the process was killed with SIGKILL (its running pages come back when the
-dead process is noticed, within about 30 s).
+``processes - 1`` ``crawlq worker`` child processes, to use more cores) while the main
+thread streams the crawl's results from the store to the output (JSON Lines or CSV, pages
+or items: ``crawlq.crawler.exports``; the whole file is rewritten from the store on a
+resume, so it never holds a page twice), draws the progress display, and returns an
+exit code once the crawl is finished or cancelled. Ctrl-C or SIGTERM stops the worker
+gracefully (a second Ctrl-C releases running pages at once); the crawl stays open in the
+store, so the same command resumes it, also after the process was killed with SIGKILL
+(its running pages come back when the dead process is noticed, within about 30 s).
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from rich.text import Text
 
 from crawlq.config import WorkerSettings, store_command
 from crawlq.crawler.config import CONFIG_META_KEY, PAGE_QUEUE, CrawlConfig
-from crawlq.crawler.output import JsonLines, check_writable
-from crawlq.crawler.pages import install, page_spec, use_warc
+from crawlq.crawler.exports import CsvFile, Output, open_output, write_all
+from crawlq.crawler.output import check_writable
+from crawlq.crawler.pages import install, page_spec, sitemap_spec, use_warc
 from crawlq.crawler.records import ROBOTS_DISALLOWED
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo, CrawlState
 from crawlq.exceptions import ConfigurationError
@@ -63,8 +64,9 @@ _PAGE = 1000
 
 def crawl_name(config: CrawlConfig) -> str:
     """The default name of a crawl: its first start URL (and how many more)."""
-    first = config.start_urls[0]
-    more = len(config.start_urls) - 1
+    urls = config.start_urls or config.sitemaps
+    first = urls[0]
+    more = len(urls) - 1
     return f"crawl {first}" + (f" (+{more} more)" if more else "")
 
 
@@ -92,11 +94,13 @@ class Tally:
     http_errors: int = 0
     errors: int = 0
     disallowed: int = 0
+    items: int = 0
     first_errors: list[str] = field(default_factory=list)
 
     def add(self, text: str) -> None:
         record: dict[str, Any] = json.loads(text)
         self.pages += 1
+        self.items += len(record.get("items") or ())
         if record.get("error") == ROBOTS_DISALLOWED:
             self.disallowed += 1
         elif record.get("error"):
@@ -187,6 +191,7 @@ class CrawlRunner:
             self.crawl = self.app.get_crawl(found.id)
             return self.crawl
         start = [page_spec(self.app, url) for url in self.config.start_urls]
+        start += [sitemap_spec(self.app, url) for url in self.config.sitemaps]
         self.crawl = self.app.crawl(
             self.name, start, meta=self.config.to_meta(), limits=self.config.limits
         )
@@ -208,7 +213,11 @@ class CrawlRunner:
             )
         )
         thread = threading.Thread(target=worker.run, name="crawlq-crawl-worker", daemon=True)
-        output = JsonLines(self.output) if self.output is not None else None
+        output = (
+            open_output(self.output, self.config, items=self.config.parse is not None)
+            if self.output is not None
+            else None
+        )
         self._before = self.app.store.result_count(crawl.id)
         started = time.monotonic()
         thread.start()
@@ -226,8 +235,7 @@ class CrawlRunner:
             worker.stop()
             self._join(worker, thread)
             self._drain(crawl.id, output)
-            if output is not None:
-                output.close()
+            self._close(crawl.id, output)
             pages = _count(self.tally.pages, "page")
             self.console.print(
                 f"interrupted: crawl {crawl.id} has {pages}; run the same command again to "
@@ -241,9 +249,22 @@ class CrawlRunner:
         worker.stop()
         self._stop_helpers(helpers)
         self._join(worker, thread)
-        if output is not None:
-            output.close()
+        self._close(crawl.id, output)
         return self._summary(state, elapsed)
+
+    def _close(self, crawl_id: int, output: Output | None) -> None:
+        """Close the output; a CSV file whose later items brought new keys is written
+        again from the store with every column."""
+        if output is None:
+            return
+        output.close()
+        if isinstance(output, CsvFile) and output.new_columns:
+            write_all(
+                output.path,
+                self.config,
+                lambda: (text for _, text in iter_results(self.app, crawl_id)),
+                items=output.items,
+            )
 
     def _start_helpers(self) -> list[subprocess.Popen[bytes]]:
         """``processes - 1`` ``crawlq worker`` processes on the same store and queue."""
@@ -272,7 +293,7 @@ class CrawlRunner:
             except KeyboardInterrupt:
                 worker.stop(now=True)
 
-    def _drain(self, crawl_id: int, output: JsonLines | None) -> None:
+    def _drain(self, crawl_id: int, output: Output | None) -> None:
         batch = list(iter_results(self.app, crawl_id, self._cursor))
         if batch:
             self._cursor = batch[-1][0]
@@ -282,7 +303,7 @@ class CrawlRunner:
                 output.write(text for _, text in batch)
 
     def _follow(
-        self, crawl_id: int, output: JsonLines | None, worker: Worker, started: float
+        self, crawl_id: int, output: Output | None, worker: Worker, started: float
     ) -> CrawlState:
         self._cursor = 0
         live = Live(console=self.console, transient=True, auto_refresh=False)
@@ -333,6 +354,7 @@ class CrawlRunner:
             f"({tally.ok:,} ok, {_count(tally.http_errors, 'HTTP error')}, {tally.errors:,} "
             f"failed, {tally.disallowed:,} disallowed by robots.txt), "
             f"{this_run}{self._rate(elapsed):,.1f} pages/s"
+            + (f", {_count(tally.items, 'item')}" if self.config.parse is not None else "")
         )
         where = f"results: {self.output}; " if self.output not in (None, "-") else ""
         again = store_command(f"crawl-export {crawl.id}", self.app.store_url)
