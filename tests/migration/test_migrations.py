@@ -109,6 +109,26 @@ def test_every_earlier_version_migrates_to_the_fresh_schema(
     assert applied(db) == [(version, name) for version, name, _ in migration_files()]
 
 
+def test_a_file_with_the_update_trigger_0003_made_reaches_the_fresh_schema(
+    db: Path, fresh_schema: Schema
+) -> None:
+    """0003 as released made crawlq_jobs_counts_update, which 0006 replaces (0003 no
+    longer makes it): a file at version 5 that has it reaches today's schema too."""
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute(load_queries("crawlq.stores.sqlite")["migrations_create"])
+        for version, name, sql in migration_files()[:5]:
+            for statement in split_statements(sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO crawlq_migrations VALUES (?, ?, 0)", (version, name))
+        conn.execute(
+            "CREATE TRIGGER crawlq_jobs_counts_update AFTER UPDATE OF state ON crawlq_jobs "
+            "BEGIN SELECT RAISE(ABORT, 'released body'); END"
+        )
+        conn.commit()
+    open_store(url(db)).close()
+    assert schema(db) == fresh_schema
+
+
 def test_opening_twice_applies_nothing_again(db: Path) -> None:
     store = open_store(url(db))
     [scheduled] = store.job_schedule([JobSpec(queue="q", task="t", key="k")])

@@ -511,7 +511,8 @@ class SQLiteStore:
         self, conn: sqlite3.Connection, rows: list[sqlite3.Row], now: float, touched: _Touched
     ) -> None:
         """Turn the remembered request of each ended job into a pending job (dropped if
-        its crawl has closed meanwhile)."""
+        its crawl has closed meanwhile). Siblings: the update trigger of the PostgreSQL
+        store (migrations/0008_rules.sql), spawn_followups in redis/scripts/prelude.lua."""
         for row in rows:
             if row["followup"] is not None:
                 request = Request.from_json(row["followup"])
@@ -542,7 +543,9 @@ class SQLiteStore:
 
     def _reconcile(self, conn: sqlite3.Connection, key: str, now: float) -> None:
         """Give ``key`` a front if it has none, room under its cap and a waiting job: the
-        best one, due at max(its run_at, last start + min_interval, blocked_until)."""
+        best one, due at max(its run_at, last start + min_interval, blocked_until).
+        Siblings: crawlq_reconcile (postgres/migrations/0008_rules.sql), reconcile in
+        redis/scripts/prelude.lua."""
         row = conn.execute(Q["limit_take_front"], {"key": key}).fetchone()
         if row is None or row["front"] is None:
             return
@@ -567,11 +570,14 @@ class SQLiteStore:
                 self._reconcile(conn, key, now)
             crawls, touched.crawls = sorted(touched.crawls), set()
             for crawl_id in crawls:
-                self._finish_crawl(conn, crawl_id, now, touched)
+                self._crawl_finish(conn, crawl_id, now, touched)
 
-    def _finish_crawl(
+    def _crawl_finish(
         self, conn: sqlite3.Connection, crawl_id: int, now: float, touched: _Touched
     ) -> None:
+        """Finish an open crawl with nothing outstanding and schedule its on_finish.
+        Siblings: crawlq_crawl_finish (postgres/migrations/0008_rules.sql), crawl_finish
+        in redis/scripts/prelude.lua."""
         row = conn.execute(Q["crawl_finish"], {"id": crawl_id, "now": now}).fetchone()
         if row is None or row["on_finish"] is None:
             return
@@ -1092,7 +1098,8 @@ class SQLiteStore:
     ) -> bool:
         """Move an open crawl from ``from_states`` to ``to_state`` and its pending jobs
         with ``jobs_query``, then reconcile their keys; False, changing nothing, if the
-        crawl was in none of ``from_states``."""
+        crawl was in none of ``from_states``. Siblings: the ``_crawl_transition`` of the
+        PostgreSQL and Redis stores."""
         t = self._now(now)
 
         def work(conn: sqlite3.Connection) -> bool:

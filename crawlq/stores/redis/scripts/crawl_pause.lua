@@ -9,11 +9,10 @@
 --          :prios, :p:{priority}, {p}:limit:{lkey}, {p}:lwait:{lkey}
 
 local now = clock(ARGV[2])
-local crawl = ARGV[3]
-if crawl_state(crawl) ~= 'running' then
+local crawl = crawl_transition({running = true}, 'paused')
+if not crawl then
   return 0
 end
-set_crawl_state(crawl, 'paused')
 local keys, fronts = {}, {}
 for _, id in ipairs(redis.call('SMEMBERS', K.crawl_pending(crawl))) do
   local job = load(id)

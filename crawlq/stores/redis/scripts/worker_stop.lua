@@ -8,8 +8,8 @@
 
 local now = clock(ARGV[2])
 local id = ARGV[3]
-local key = K.worker(id)
-if redis.call('HGET', key, 'state') ~= 'alive' then
+local key = alive_worker(id)
+if not key then
   return 0
 end
 redis.call('HSET', key, 'state', 'stopped', 'stopped_at', fmt(now), 'running', '0',
