@@ -52,6 +52,20 @@ def pg_schema(tmp_path: Path) -> Iterator[str]:
         ))  # fmt: skip
 
 
+def migrate_by_hand(conn: Any, name: str, done: int) -> None:
+    """Make schema ``name`` and apply the first ``done`` migration files in it, recorded as
+    an older crawlq did, in the transaction of ``conn``."""
+    conn.execute(psycopg.sql.SQL("CREATE SCHEMA {}").format(psycopg.sql.Identifier(name)))
+    conn.execute("SELECT set_config('search_path', quote_ident(%s), true)", (name,))
+    conn.execute(
+        "CREATE TABLE crawlq_migrations (version integer PRIMARY KEY, name text NOT NULL, "
+        "applied_at double precision NOT NULL)"
+    )
+    for version, file_name, sql in pg_migrations()[:done]:
+        conn.execute(sql)
+        conn.execute("INSERT INTO crawlq_migrations VALUES (%s, %s, 0)", (version, file_name))
+
+
 def _dump(name: str) -> str:
     with psycopg.connect(servers.postgres().url, autocommit=True) as conn:
         return schema.postgres_schema(conn, name)
@@ -72,17 +86,8 @@ def test_every_earlier_postgres_version_migrates_to_the_fresh_schema(
     pg_schema: str, done: int
 ) -> None:
     """A schema left at version ``done`` by an older crawlq reaches the schema file's."""
-    conn: Any
     with psycopg.connect(servers.postgres().url) as conn:
-        conn.execute(psycopg.sql.SQL("CREATE SCHEMA {}").format(psycopg.sql.Identifier(pg_schema)))
-        conn.execute("SELECT set_config('search_path', quote_ident(%s), true)", (pg_schema,))
-        conn.execute(
-            "CREATE TABLE crawlq_migrations (version integer PRIMARY KEY, name text NOT NULL, "
-            "applied_at double precision NOT NULL)"
-        )
-        for version, name, sql in pg_migrations()[:done]:
-            conn.execute(sql)
-            conn.execute("INSERT INTO crawlq_migrations VALUES (%s, %s, 0)", (version, name))
+        migrate_by_hand(conn, pg_schema, done)
     _open(pg_schema)
     assert _dump(pg_schema) == schema.schema_file("postgres").read_text(encoding="utf-8")
 
@@ -109,15 +114,7 @@ def test_a_postgres_schema_with_the_released_bodies_reaches_the_same_functions(
     files): 0008 replaces every one of them. Stand-ins play the released bodies here."""
     conn: Any
     with psycopg.connect(servers.postgres().url) as conn:
-        conn.execute(psycopg.sql.SQL("CREATE SCHEMA {}").format(psycopg.sql.Identifier(pg_schema)))
-        conn.execute("SELECT set_config('search_path', quote_ident(%s), true)", (pg_schema,))
-        conn.execute(
-            "CREATE TABLE crawlq_migrations (version integer PRIMARY KEY, name text NOT NULL, "
-            "applied_at double precision NOT NULL)"
-        )
-        for version, name, sql in pg_migrations()[:7]:
-            conn.execute(sql)
-            conn.execute("INSERT INTO crawlq_migrations VALUES (%s, %s, 0)", (version, name))
+        migrate_by_hand(conn, pg_schema, 7)
         conn.execute(
             "CREATE OR REPLACE FUNCTION crawlq_reconcile(keys text[], now double precision) "
             "RETURNS void LANGUAGE sql AS $$ SELECT 1 $$"

@@ -1051,7 +1051,12 @@ class PostgresStore:
     def worker_reap(
         self, *, dead_after: float, gone: Sequence[str] = (), now: Timestamp | None = None
     ) -> list[str]:
-        params = {**WORKER_LOST, "dead_after": float(dead_after), "gone": list(gone), "now": now}
+        params = {
+            **WORKER_LOST,
+            "dead_after": float(dead_after),
+            "gone": list(gone),
+            "now": now,
+        }
         rows = self._execute("reaping dead workers", "worker_reap", params)
         if rows:
             self._compact_counts()

@@ -53,6 +53,7 @@ from crawlq.jobs import (
 )
 from crawlq.limits import KeyLimit, Limits
 from crawlq.payload import check_count, check_text
+from crawlq.stores import states
 from crawlq.stores._sqlfile import load_queries, split_statements
 from crawlq.stores.base import (
     Capabilities,
@@ -75,16 +76,7 @@ from crawlq.stores.crawlrows import (
     on_finish_spec,
     summary_of,
 )
-from crawlq.stores.states import (
-    FINISHED,
-    INTERNAL_STATES,
-    LEASE_EXPIRED,
-    PUBLIC_STATE,
-    WORKER_LOST,
-    claim_order,
-    pending_state,
-    totals_of,
-)
+from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE, totals_of
 from crawlq.stores.workers import (
     heartbeat_params,
     listed,
@@ -304,7 +296,7 @@ class SQLiteStore:
             check_same_thread=False,
         )
         conn.row_factory = sqlite3.Row
-        conn.create_function("crawlq_pending_state", 3, pending_state, deterministic=True)
+        conn.create_function("crawlq_pending_state", 3, states.pending_state, deterministic=True)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {self.settings.synchronous.upper()}")
         return conn
@@ -488,7 +480,7 @@ class SQLiteStore:
         or scheduled by run_at."""
         limit_key = request.limit_key
         paused = crawl is not None and crawl["state"] == CrawlState.PAUSED
-        state = pending_state(paused, limit_key is not None, request.run_at <= now)
+        state = states.pending_state(paused, limit_key is not None, request.run_at <= now)
         if limit_key is not None and limit_key not in touched.ensured:
             self._ensure_key(conn, limit_key, queue, None if crawl is None else crawl["limits"])
             touched.ensured.add(limit_key)
@@ -613,7 +605,7 @@ class SQLiteStore:
                 break
             for key in keys:
                 self._reconcile(conn, key, now)
-        jobs.sort(key=lambda j: claim_order(j.priority, j.run_at, j.id))
+        jobs.sort(key=lambda j: states.claim_order(j.priority, j.run_at, j.id))
         return jobs
 
     def _claim_round(
@@ -625,7 +617,9 @@ class SQLiteStore:
             found = conn.execute(
                 Q["job_claim_candidates"], {"queue": queue, "now": now, "limit": limit}
             )
-            candidates.extend(claim_order(r["priority"], r["run_at"], r["id"]) for r in found)
+            candidates.extend(
+                states.claim_order(r["priority"], r["run_at"], r["id"]) for r in found
+            )
         if not candidates:
             return []
         picked = sorted(candidates)[:limit]
@@ -732,7 +726,9 @@ class SQLiteStore:
             return []  # the common case takes no write lock
 
         def work(conn: sqlite3.Connection) -> list[JobId]:
-            rows = conn.execute(Q["job_expire_leases"], {**LEASE_EXPIRED, "now": t}).fetchall()
+            rows = conn.execute(
+                Q["job_expire_leases"], {**states.LEASE_EXPIRED, "now": t}
+            ).fetchall()
             return self._leases_returned(conn, rows, t)
 
         return self._write("returning expired leases", work)
@@ -1020,7 +1016,7 @@ class SQLiteStore:
             dead = sorted(r["id"] for r in conn.execute(Q["worker_reap"], params))
             for worker_id in dead:
                 query = Q["job_return_worker_leases"]
-                lost = {**WORKER_LOST, "worker_id": worker_id, "now": t}
+                lost = {**states.WORKER_LOST, "worker_id": worker_id, "now": t}
                 rows = conn.execute(query, lost).fetchall()
                 self._leases_returned(conn, rows, t)
             return dead
