@@ -21,6 +21,11 @@ local function fmt_int(n)
   return string.format('%d', n)
 end
 
+-- Ids (decimal text) in numeric order: table.sort(ids, by_id).
+local function by_id(a, b)
+  return tonumber(a) < tonumber(b)
+end
+
 local function ids_from(first)
   -- ARGV[first..] as job ids, each once, in id order
   local ids, seen = {}, {}
@@ -30,7 +35,7 @@ local function ids_from(first)
       ids[#ids + 1] = ARGV[i]
     end
   end
-  table.sort(ids, function(a, b) return tonumber(a) < tonumber(b) end)
+  table.sort(ids, by_id)
   return ids
 end
 
@@ -121,6 +126,21 @@ end
 
 -- -- the pending index: per queue, priorities, then one zset per priority by run_at ---
 
+-- The claim order: priority highest first, then run_at, then id. The index keeps it
+-- (priorities by -priority, each zset by run_at, members of equal run_at by id; a key's
+-- waiting jobs likewise, waiting_member); claim_before merges what a claim read from
+-- several queues and priorities. Siblings: the fragment claim_order of each SQL store's
+-- queries.sql, crawlq.stores.states.claim_order.
+local function claim_before(a, b)
+  if a.p ~= b.p then
+    return a.p > b.p
+  end
+  if a.run_at ~= b.run_at then
+    return a.run_at < b.run_at
+  end
+  return tonumber(a.id) < tonumber(b.id)
+end
+
 -- "a7", "b42", ... "p" .. 16 digits: members of equal score sort by id.
 local function member(id)
   return string.char(96 + #id) .. id
@@ -185,13 +205,14 @@ local function first_run_at(queue)
   return first
 end
 
--- The hash of worker `id` if the worker is alive, else nil.
-local function alive_worker(id)
-  local key = K.worker(id)
+-- The opening of the scripts that update a worker (ARGV: prefix, now, worker id): its
+-- hash if the worker is alive (else nil), now and its id.
+local function alive_worker()
+  local key, now, id = K.worker(ARGV[3]), clock(ARGV[2]), ARGV[3]
   if redis.call('HGET', key, 'state') ~= 'alive' then
     return nil
   end
-  return key
+  return key, now, id
 end
 
 -- -- jobs --------------------------------------------------------------------------
@@ -268,7 +289,7 @@ end
 -- The pending jobs of a crawl, in id order.
 local function crawl_pending_ids(crawl)
   local ids = redis.call('SMEMBERS', K.crawl_pending(crawl))
-  table.sort(ids, function(a, b) return tonumber(a) < tonumber(b) end)
+  table.sort(ids, by_id)
   return ids
 end
 

@@ -6,9 +6,7 @@
 -- Returns: 1 if recorded, else 0.
 -- Touches: {p}:w:{worker}, {p}:workers:alive
 
-local now = clock(ARGV[2])
-local id = ARGV[3]
-local key = alive_worker(id)
+local key, now, id = alive_worker()
 if not key then
   return 0
 end
