@@ -20,21 +20,27 @@ def load_queries(package: str, filename: str = "queries.sql") -> dict[str, Liter
     """Map each ``-- name: x`` header to the SQL text below it, up to the next header,
     with every ``{{fragment}}`` in it replaced by that fragment's SQL."""
     text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
+    return parse_queries(text, filename)
+
+
+def parse_queries(text: str, filename: str = "queries.sql") -> dict[str, LiteralString]:
+    """``load_queries`` of the text of a file (``filename`` names it in errors)."""
     parts = _HEADER.split(text)
     blocks = list(zip(parts[1::3], parts[2::3], parts[3::3], strict=True))
     fragments = {
-        name: " ".join(
-            line.strip() for line in body.splitlines() if not line.strip().startswith("--")
-        ).strip()
+        name: [line.rstrip() for line in body.strip().splitlines() if not line.startswith("--")]
         for kind, name, body in blocks
         if kind == "fragment"
     }
 
     def expand(match: re.Match[str]) -> str:
+        """A fragment's lines, each after the first indented as far as its use."""
         name = match.group(1)
         if name not in fragments:
             raise ValueError(f"{filename} uses {{{{{name}}}}} but defines no fragment {name}")
-        return _USE.sub(expand, fragments[name])  # a fragment may use another
+        column = match.start() - (match.string.rfind("\n", 0, match.start()) + 1)
+        text = _USE.sub(expand, "\n".join(fragments[name]))  # a fragment may use another
+        return ("\n" + " " * column).join(text.splitlines())
 
     queries: dict[str, LiteralString] = {}
     for kind, name, body in blocks:

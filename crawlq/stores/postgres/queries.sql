@@ -268,7 +268,8 @@ RETURNING r.id, r.token;
 
 -- name: job_expire_leases
 -- Rows a concurrent heartbeat or completion holds are skipped: they are not expired.
-UPDATE crawlq_jobs SET {{take_back}}
+UPDATE crawlq_jobs
+SET {{take_back}}
 WHERE id = ANY(ARRAY(
     SELECT id FROM crawlq_jobs
     WHERE state = 'running' AND lease_expires_at < crawlq_now(%(now)s)
@@ -513,7 +514,8 @@ WITH dead AS (
            OR id = ANY(%(gone)s::text[]))
     RETURNING id
 ), returned AS (
-    UPDATE crawlq_jobs SET {{take_back}}
+    UPDATE crawlq_jobs
+    SET {{take_back}}
     WHERE id = ANY(ARRAY(
         SELECT id FROM crawlq_jobs
         WHERE state = 'running' AND worker_id = ANY(ARRAY(SELECT id FROM dead))

@@ -135,7 +135,8 @@ SELECT EXISTS (
 
 -- name: job_expire_leases
 -- (:error and :reason as the store gives them: the lease expired.)
-UPDATE crawlq_jobs SET {{take_back}}
+UPDATE crawlq_jobs
+SET {{take_back}}
 WHERE state = 'running' AND lease_expires_at < :now
 RETURNING id, queue, key, followup, state, crawl_id, limit_key;
 
@@ -286,7 +287,8 @@ RETURNING id;
 -- name: job_return_worker_leases
 -- The running jobs of a worker declared dead go back as job_expire_leases returns
 -- expired leases (same columns, same rows returned), with reason worker_lost.
-UPDATE crawlq_jobs SET {{take_back}}
+UPDATE crawlq_jobs
+SET {{take_back}}
 WHERE worker_id = :worker_id AND state = 'running'
 RETURNING id, queue, key, followup, state, crawl_id, limit_key;
 
