@@ -126,6 +126,12 @@ class SQLiteSettings:
             raise ConfigurationError("busy_timeout and poll_interval must be positive seconds")
 
 
+def add_functions(conn: sqlite3.Connection) -> None:
+    """Register the SQL functions the queries call on a connection: every connection that
+    runs them needs it. ``crawlq_pending_state`` is crawlq.stores.states.pending_state."""
+    conn.create_function("crawlq_pending_state", 3, states.pending_state, deterministic=True)
+
+
 def _unopenable(path: str, exc: sqlite3.Error) -> ConfigurationError:
     """The error for a SQLite file that cannot be opened, naming it and saying why."""
     where = os.path.abspath(path)
@@ -296,7 +302,7 @@ class SQLiteStore:
             check_same_thread=False,
         )
         conn.row_factory = sqlite3.Row
-        conn.create_function("crawlq_pending_state", 3, states.pending_state, deterministic=True)
+        add_functions(conn)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {self.settings.synchronous.upper()}")
         return conn
