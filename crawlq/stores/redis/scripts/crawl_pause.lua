@@ -18,8 +18,7 @@ for _, id in ipairs(redis.call('SMEMBERS', K.crawl_pending(crawl))) do
   local job = load(id)
   if job.sub ~= 'held' then
     unplace(job)
-    redis.call('HSET', K.job(id), 'sub', 'held')
-    count(job.queue, 'held', 1)
+    to_held(job)
     if job.lkey and not fronts[job.lkey] then
       fronts[job.lkey] = true
       keys[#keys + 1] = job.lkey

@@ -338,6 +338,12 @@ local function waiting_member_id(m)
   return string.sub(m, 18)
 end
 
+-- A pending job of a paused crawl is held (out of the index and its key's waiting jobs).
+local function to_held(job)
+  redis.call('HSET', K.job(job.id), 'sub', 'held')
+  count(job.queue, 'held', 1)
+end
+
 -- A pending keyed job waits behind its key's front.
 local function to_waiting(job)
   redis.call('HSET', K.job(job.id), 'sub', 'waiting')
@@ -423,8 +429,7 @@ end
 -- skip it for a job with neither crawl nor limit key: it goes to the index.
 local function place(job)
   if job.crawl and crawl_state(job.crawl) == 'paused' then
-    redis.call('HSET', K.job(job.id), 'sub', 'held')
-    count(job.queue, 'held', 1)
+    to_held(job)
   elseif job.lkey then
     to_waiting(job)
     reconcile(job.lkey)
