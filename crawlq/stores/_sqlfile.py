@@ -1,22 +1,52 @@
-"""Load named SQL blocks (``-- name: x``) from a file shipped next to a store."""
+"""Load named SQL blocks (``-- name: x``) from a file shipped next to a store.
+
+A block headed ``-- fragment: x`` is a piece of SQL that several queries share (a rule
+stated once, such as the claim order); a query uses it as ``{{x}}``. Fragments are
+expanded when the file is loaded and are not queries themselves.
+"""
 
 from __future__ import annotations
 
 import re
 import sqlite3
 from importlib import resources
-from typing import LiteralString, cast
+from typing import LiteralString
 
-_NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+_HEADER = re.compile(r"^--\s*(name|fragment):\s*(\w+)\s*$", re.MULTILINE)
+_USE = re.compile(r"\{\{(\w+)\}\}")
 
 
 def load_queries(package: str, filename: str = "queries.sql") -> dict[str, LiteralString]:
-    """Map each ``-- name: x`` header to the SQL text below it, up to the next header."""
+    """Map each ``-- name: x`` header to the SQL text below it, up to the next header,
+    with every ``{{fragment}}`` in it replaced by that fragment's SQL."""
     text = resources.files(package).joinpath(filename).read_text(encoding="utf-8")
-    parts = _NAME.split(text)
+    return parse_queries(text, filename)
+
+
+def parse_queries(text: str, filename: str = "queries.sql") -> dict[str, LiteralString]:
+    """``load_queries`` of the text of a file (``filename`` names it in errors)."""
+    parts = _HEADER.split(text)
+    blocks = list(zip(parts[1::3], parts[2::3], parts[3::3], strict=True))
+    fragments = {
+        name: [line.rstrip() for line in body.strip().splitlines() if not line.startswith("--")]
+        for kind, name, body in blocks
+        if kind == "fragment"
+    }
+
+    def expand(match: re.Match[str]) -> str:
+        """A fragment's lines, each after the first indented as far as its use."""
+        name = match.group(1)
+        if name not in fragments:
+            raise ValueError(f"{filename} uses {{{{{name}}}}} but defines no fragment {name}")
+        column = match.start() - (match.string.rfind("\n", 0, match.start()) + 1)
+        text = _USE.sub(expand, "\n".join(fragments[name]))  # a fragment may use another
+        return ("\n" + " " * column).join(text.splitlines())
+
     queries: dict[str, LiteralString] = {}
-    for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        queries[name] = cast(LiteralString, body.strip())
+    for kind, name, body in blocks:
+        if kind == "name":
+            # Text of a file shipped with crawlq, never built from input: literal SQL.
+            queries[name] = _USE.sub(expand, body.strip())
     return queries
 
 

@@ -36,6 +36,46 @@ INTERNAL_STATES: dict[JobState, list[str]] = {
 FINISHED: list[str] = ["cancelled", "dead", "done"]
 """Internal states of finished jobs, sorted."""
 
+LEASE_EXPIRED = {
+    "error": "lease expired: the worker holding it stopped heartbeating",
+    "reason": "lease_expired",
+}
+"""Why a running job was taken back from its worker: its lease expired."""
+WORKER_LOST = {
+    "error": "worker lost: the worker holding it was declared dead "
+    "(heartbeat overdue or process gone)",
+    "reason": "worker_lost",
+}
+"""Why a running job was taken back from its worker: the worker was declared dead."""
+
+
+def pending_state(paused: object, keyed: object, due: object) -> str:
+    """The pending-state rule: where a job that is (again) pending waits.
+
+    ``held`` in a paused crawl, else ``waiting`` behind its limit key (the key's
+    reconcile picks its front), else ``ready`` when due, else ``scheduled``. A null
+    (SQL NULL, None) counts as false. The SQLite store states it here only: its queries
+    call this function as ``crawlq_pending_state(paused, keyed, due)`` (registered on
+    every connection). Siblings: ``crawlq_pending_state`` of the PostgreSQL store
+    (postgres/migrations/0008_rules.sql) and ``place`` of the Redis store
+    (redis/scripts/prelude.lua, which keeps no ready/scheduled split).
+    """
+    if paused:
+        return "held"
+    if keyed:
+        return "waiting"
+    return "ready" if due else "scheduled"
+
+
+def claim_order(priority: int, run_at: float, job_id: int) -> tuple[int, float, int]:
+    """The claim order as a sort key: priority highest first, then run_at, then id.
+
+    The stores read jobs in this order from their claim index (the SQL stores' fragment
+    ``claim_order`` in queries.sql, the Redis store's priority levels); jobs claimed from
+    several queues or rounds are merged with this key.
+    """
+    return (-priority, run_at, job_id)
+
 
 def totals_of(queue: str, counts: Mapping[str, int]) -> QueueTotals:
     """A queue's totals on a SQL store, from its counters (by name; absent ones are 0).

@@ -38,6 +38,15 @@ def migration_files() -> list[tuple[int, str, str]]:
     return sorted(found)
 
 
+def migrate_by_hand(conn: sqlite3.Connection, done: int) -> None:
+    """Apply the first ``done`` migration files and record them, as an older crawlq did."""
+    conn.execute(load_queries("crawlq.stores.sqlite")["migrations_create"])
+    for version, name, sql in migration_files()[:done]:
+        for statement in split_statements(sql):
+            conn.execute(statement)
+        conn.execute("INSERT INTO crawlq_migrations VALUES (?, ?, 0)", (version, name))
+
+
 def url(path: Path) -> str:
     return "sqlite:///" + str(path)
 
@@ -98,15 +107,27 @@ def test_every_earlier_version_migrates_to_the_fresh_schema(
 ) -> None:
     """A file left at version ``done`` by an older crawlq reaches today's schema."""
     with closing(sqlite3.connect(db)) as conn:
-        conn.execute(load_queries("crawlq.stores.sqlite")["migrations_create"])
-        for version, name, sql in migration_files()[:done]:
-            for statement in split_statements(sql):
-                conn.execute(statement)
-            conn.execute("INSERT INTO crawlq_migrations VALUES (?, ?, 0)", (version, name))
+        migrate_by_hand(conn, done)
         conn.commit()
     open_store(url(db)).close()
     assert schema(db) == fresh_schema
     assert applied(db) == [(version, name) for version, name, _ in migration_files()]
+
+
+def test_a_file_with_the_update_trigger_0003_made_reaches_the_fresh_schema(
+    db: Path, fresh_schema: Schema
+) -> None:
+    """0003 as released made crawlq_jobs_counts_update, which 0006 replaces (0003 no
+    longer makes it): a file at version 5 that has it reaches today's schema too."""
+    with closing(sqlite3.connect(db)) as conn:
+        migrate_by_hand(conn, 5)
+        conn.execute(
+            "CREATE TRIGGER crawlq_jobs_counts_update AFTER UPDATE OF state ON crawlq_jobs "
+            "BEGIN SELECT RAISE(ABORT, 'released body'); END"
+        )
+        conn.commit()
+    open_store(url(db)).close()
+    assert schema(db) == fresh_schema
 
 
 def test_opening_twice_applies_nothing_again(db: Path) -> None:
@@ -216,11 +237,7 @@ def test_the_jobs_table_rebuild_keeps_rows_counters_and_the_id_sequence(db: Path
         ("q", "t", "[6]", "{}", None, 0, 10.0, "ready", 3, 30.0, 1.0, None, None),
     ]
     with closing(sqlite3.connect(db)) as conn:
-        conn.execute(load_queries("crawlq.stores.sqlite")["migrations_create"])
-        for version, name, sql in migration_files()[:2]:
-            for statement in split_statements(sql):
-                conn.execute(statement)
-            conn.execute("INSERT INTO crawlq_migrations VALUES (?, ?, 0)", (version, name))
+        migrate_by_hand(conn, 2)
         conn.executemany(f"INSERT INTO crawlq_jobs ({columns}) VALUES ({'?, ' * 12}?)", rows)
         conn.execute("DELETE FROM crawlq_jobs WHERE id = 6")  # the high-water mark stays 6
         conn.commit()
@@ -258,11 +275,7 @@ def test_0004_keeps_crawls_and_seen_sets_and_adds_the_cache_and_results(db: Path
     old = migration_files()[:3]
     assert [name for _, name, _ in old][-1] == "0003_crawls.sql"
     with closing(sqlite3.connect(db)) as conn:
-        conn.execute(load_queries("crawlq.stores.sqlite")["migrations_create"])
-        for version, name, sql in old:
-            for statement in split_statements(sql):
-                conn.execute(statement)
-            conn.execute("INSERT INTO crawlq_migrations VALUES (?, ?, 0)", (version, name))
+        migrate_by_hand(conn, len(old))
         conn.commit()
     # the crawl and its jobs written by a crawlq that knew only 0001 to 0003
     with closing(sqlite3.connect(db)) as conn:
@@ -302,11 +315,7 @@ def test_0005_keeps_the_workers_and_adds_their_process_identity(db: Path) -> Non
     old = migration_files()[:4]
     assert [name for _, name, _ in old][-1] == "0004_cache_results.sql"
     with closing(sqlite3.connect(db)) as conn:
-        conn.execute(load_queries("crawlq.stores.sqlite")["migrations_create"])
-        for version, name, sql in old:
-            for statement in split_statements(sql):
-                conn.execute(statement)
-            conn.execute("INSERT INTO crawlq_migrations VALUES (?, ?, 0)", (version, name))
+        migrate_by_hand(conn, len(old))
         conn.execute(
             "INSERT INTO crawlq_workers VALUES ('w-old', 'box', 7, '[\"q\"]', 'thread', 2, "
             "1.0, 2.0, 1, 5, 0, NULL, 'stopped', 3.0)"

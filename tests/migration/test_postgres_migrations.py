@@ -110,3 +110,57 @@ def test_a_schema_at_0004_with_live_keys_migrates_to_0005(
     [again] = new.job_schedule([JobSpec(queue="q", task="t", key=LONG, args=[2])])
     assert (again.job_id, again.outcome) == (long_key.job_id, Outcome.UPDATED)
     new.close()
+
+
+def test_a_schema_at_0007_with_a_crawl_migrates_to_0008(
+    schema: str, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0008 states the pending-state rule once (crawlq_pending_state) and replaces the
+    trigger functions that stated it inline: a running job of a crawl, written as crawlq
+    0007 would have, still turns its remembered request into a job waiting behind its
+    limit key when it completes, and a paused crawl's jobs are held. The rows are written
+    with triggers off and the crawl's counters by hand: the functions 0008 replaces are
+    no longer in the files of 0003 and 0005, so a schema made from today's files
+    differs from a released one at 0007 in those only (see 0003_crawls.sql)."""
+    known = pg._known_migrations()
+    monkeypatch.setattr(pg, "_known_migrations", lambda: {v: known[v] for v in range(1, 8)})
+    _open(schema).close()
+    monkeypatch.undo()
+    raw.execute("SET session_replication_role = replica")  # no triggers: rows as they were
+    [crawl] = raw.execute(
+        "INSERT INTO crawlq_crawls (name, meta, state, created_at, changed_at, running) "
+        "VALUES ('c', '{}', 'running', %(t)s, %(t)s, 1) RETURNING id",
+        {"t": T0},
+    ).fetchone()
+    followup = (
+        '{"task": "t", "args": [2], "kwargs": {}, "priority": 0, "run_at": 1000000.0, '
+        '"max_attempts": 3, "lease_seconds": 30, "timeout": null, '
+        f'"crawl": {crawl}, "limit_key": "host"}}'
+    )
+    [running_id] = raw.execute(
+        "INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, key_digest, priority, "
+        "run_at, state, max_attempts, lease_seconds, created_at, attempts, worker_id, "
+        "lease_token, lease_expires_at, started_at, crawl_id, followup) "
+        "VALUES ('q', 't', '[]', '{}', 'k', crawlq_digest('k'), 0, %(t)s, 'running', 3, 30, "
+        "%(t)s, 1, 'w', 'tok', %(t)s + 30, %(t)s, %(crawl)s, %(followup)s) RETURNING id",
+        {"t": T0, "crawl": crawl, "followup": followup},
+    ).fetchone()
+    raw.execute("INSERT INTO crawlq_counts VALUES ('q', 'running', 1)")
+    raw.execute("SET session_replication_role = DEFAULT")
+
+    new = _open(schema)
+    versions = [r[0] for r in raw.execute("SELECT version FROM crawlq_migrations ORDER BY 1")]
+    assert versions[:8] == list(range(1, 9))
+    assert new.job_complete([Completion(lease=Lease(running_id, "tok"))], now=T0) == [True]
+    [spawned] = [j for j in new.job_list(JobFilter(crawl=crawl)) if j.id != running_id]
+    assert (spawned.key, spawned.limit_key, spawned.args) == ("k", "host", [2])
+    [state] = raw.execute("SELECT state FROM crawlq_jobs WHERE id = %s", (spawned.id,)).fetchone()
+    assert state in ("ready", "scheduled"), "the key's front: in the claim index"
+    info = new.crawl_get(crawl)
+    assert info is not None and (info.pending, info.done) == (1, 1)
+    assert new.crawl_pause(crawl, now=T0)
+    [state] = raw.execute("SELECT state FROM crawlq_jobs WHERE id = %s", (spawned.id,)).fetchone()
+    assert state == "held"
+    assert new.crawl_resume(crawl, now=T0)
+    assert len(new.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=5, now=T0))) == 1
+    new.close()

@@ -20,6 +20,7 @@ import pytest
 import crawlq
 from crawlq.jobs import JobSpec, JobState, Lease, Outcome
 from crawlq.stores.base import ClaimParams, Completion, Failure, JobFilter, Store, WaitParams
+from crawlq.stores.states import LEASE_EXPIRED
 from tests import servers
 
 psycopg = pytest.importorskip("psycopg")
@@ -202,7 +203,7 @@ def test_reads_of_stats_due_times_and_leases_use_indexes(big: PostgresStore, raw
     cases: dict[str, dict[str, Any]] = {
         "queue_stats": {"now": T0},
         "job_next_due": {"queues": ["a", "b"]},
-        "job_expire_leases": {"now": T0},
+        "job_expire_leases": {**LEASE_EXPIRED, "now": T0},
         "job_prune": {"now": T0, "retention": 60.0},
         "job_lock_live": {"queue": ["a"], "key": ["k"], "now": T0},
         "job_get": {"id": 1},
@@ -500,6 +501,7 @@ def test_concurrent_opens_migrate_once(open_pg: OpenPG, raw: Any) -> None:
         (5, "0005_long_keys.sql"),
         (6, "0006_worker_process.sql"),
         (7, "0007_totals.sql"),
+        (8, "0008_rules.sql"),
     ]
 
 

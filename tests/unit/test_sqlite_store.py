@@ -14,7 +14,8 @@ import crawlq
 from crawlq.crawls import CrawlSpec, CrawlState
 from crawlq.jobs import Job, JobSpec
 from crawlq.stores.base import ClaimParams, Completion
-from crawlq.stores.sqlite.store import Q, SQLiteSettings, SQLiteStore
+from crawlq.stores.sqlite.store import Q, SQLiteSettings, SQLiteStore, add_functions
+from crawlq.stores.states import LEASE_EXPIRED
 
 
 def plan(conn: sqlite3.Connection, query: str, params: dict[str, object]) -> str:
@@ -25,7 +26,9 @@ def plan(conn: sqlite3.Connection, query: str, params: dict[str, object]) -> str
 @pytest.fixture
 def db(tmp_path: Path) -> sqlite3.Connection:
     SQLiteStore(SQLiteSettings(path=str(tmp_path / "jobs.db"))).close()
-    return sqlite3.connect(tmp_path / "jobs.db")
+    conn = sqlite3.connect(tmp_path / "jobs.db")
+    add_functions(conn)  # the queries call crawlq_pending_state
+    return conn
 
 
 def test_claim_reads_the_claim_index_in_order(db: sqlite3.Connection) -> None:
@@ -49,7 +52,7 @@ def test_promotion_and_next_due_are_index_range_reads(db: sqlite3.Connection) ->
 def test_claim_by_ids_and_lease_sweep_use_indexes(db: sqlite3.Connection) -> None:
     claim = plan(db, Q["job_claim_ids"], {"ids": "[1]", "worker_id": "w", "now": 0.0})
     assert "INTEGER PRIMARY KEY" in claim
-    sweep = plan(db, Q["job_expire_leases"], {"now": 0.0})
+    sweep = plan(db, Q["job_expire_leases"], {**LEASE_EXPIRED, "now": 0.0})
     assert "crawlq_jobs_lease (lease_expires_at<?)" in sweep
 
 

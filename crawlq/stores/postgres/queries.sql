@@ -4,6 +4,44 @@
 -- start on the server's clock, so one call sees one instant. The triggers of
 -- migrations/0001_initial.sql keep the counters, NOTIFY, and turn the remembered request
 -- of a job that ends into a new job, in the statement that changes the jobs.
+-- crawlq_pending_state(paused, keyed, due) is the pending-state rule (held, waiting,
+-- ready or scheduled): migrations/0008_rules.sql.
+
+-- fragment: claim_order
+-- The claim order (siblings: the claim index crawlq_jobs_claim of
+-- migrations/0001_initial.sql, which serves it with no sort, crawlq_reconcile, which
+-- takes a key's front in it, and crawlq.stores.states.claim_order, which merges jobs
+-- claimed from several queues).
+priority DESC, run_at, id
+
+-- fragment: job_columns
+-- The columns of Job. Every query that returns jobs names them (never *, so that a later
+-- migration adding a column cannot break a statement prepared before it).
+id, queue, task, args, kwargs, key, priority, run_at, state, attempts, max_attempts,
+lease_seconds, timeout, worker_id, lease_token, lease_expires_at, last_error,
+dead_reason, result, created_at, started_at, finished_at, crawl_id, limit_key
+
+-- fragment: job_filter
+-- The conditions of a JobFilter but its states (job_list, job_requeue, job_purge).
+id > %(after_id)s
+AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
+AND (%(task)s::text IS NULL OR task = %(task)s::text)
+AND (%(key)s::text IS NULL OR key = %(key)s::text)
+AND (%(crawl)s::bigint IS NULL OR crawl_id = %(crawl)s::bigint)
+AND (%(limit_key)s::text IS NULL OR limit_key = %(limit_key)s::text)
+AND (%(finished_before)s::float8 IS NULL OR finished_at < %(finished_before)s::float8)
+
+-- fragment: take_back
+-- A running job taken back from its worker (lease expired, worker lost): dead with
+-- %(reason)s when it has no attempt left, else pending again; %(error)s says why
+-- (job_expire_leases, worker_reap: crawlq.stores.states.LEASE_EXPIRED, WORKER_LOST).
+state = CASE WHEN attempts >= max_attempts THEN 'dead'
+             ELSE crawlq_pending_state(false, limit_key IS NOT NULL, true) END,
+last_error = %(error)s,
+dead_reason = CASE WHEN attempts < max_attempts THEN NULL ELSE %(reason)s END,
+finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE crawlq_now(%(now)s) END,
+lease_token = NULL, lease_expires_at = NULL
 
 -- name: session_setup
 -- Run on every new connection (pool configure callback). Prepared statements use their
@@ -62,9 +100,7 @@ WITH input AS (
                              max_attempts, lease_seconds, timeout, created_at, crawl_id,
                              limit_key, key_digest, limit_digest)
     SELECT id, queue, task, args, kwargs, key, priority, run_at,
-           CASE WHEN hold THEN 'held'
-                WHEN limit_key IS NOT NULL THEN 'waiting'
-                WHEN run_at <= crawlq_now(%(now)s) THEN 'ready' ELSE 'scheduled' END,
+           crawlq_pending_state(hold, limit_key IS NOT NULL, run_at <= crawlq_now(%(now)s)),
            max_attempts, lease_seconds, timeout, crawlq_now(%(now)s), crawl_id, limit_key,
            crawlq_digest(key), crawlq_digest(limit_key)
     FROM input
@@ -87,9 +123,8 @@ INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state
                          limit_key, key_digest, limit_digest)
 SELECT %(queue)s::text, %(task)s::text, %(args)s::json, %(kwargs)s::json, %(key)s::text,
        %(priority)s::bigint, s.run_at,
-       CASE WHEN %(hold)s::boolean THEN 'held'
-            WHEN %(limit_key)s::text IS NOT NULL THEN 'waiting'
-            WHEN s.run_at <= crawlq_now(%(now)s) THEN 'ready' ELSE 'scheduled' END,
+       crawlq_pending_state(%(hold)s::boolean, %(limit_key)s::text IS NOT NULL,
+                            s.run_at <= crawlq_now(%(now)s)),
        %(max_attempts)s::integer, %(lease_seconds)s::float8, %(timeout)s::float8,
        crawlq_now(%(now)s), %(crawl_id)s::bigint, %(limit_key)s::text,
        crawlq_digest(%(key)s::text), crawlq_digest(%(limit_key)s::text)
@@ -128,9 +163,8 @@ FOR UPDATE OF j;
 UPDATE crawlq_jobs AS j
 SET task = u.task, args = u.args::json, kwargs = u.kwargs::json, priority = u.priority,
     run_at = u.run_at, own_run_at = NULL,
-    state = CASE WHEN j.state IN ('waiting', 'held') THEN j.state
-                 WHEN j.limit_key IS NOT NULL THEN 'waiting'
-                 WHEN u.run_at <= crawlq_now(%(now)s) THEN 'ready' ELSE 'scheduled' END,
+    state = crawlq_pending_state(j.state = 'held', j.limit_key IS NOT NULL,
+                                 u.run_at <= crawlq_now(%(now)s)),
     max_attempts = u.max_attempts, lease_seconds = u.lease_seconds, timeout = u.timeout
 FROM unnest(%(id)s::bigint[], %(task)s::text[], %(args)s::text[], %(kwargs)s::text[],
             %(priority)s::bigint[], %(run_at)s::float8[], %(max_attempts)s::integer[],
@@ -156,7 +190,7 @@ WITH ready AS (
     CROSS JOIN LATERAL (
         SELECT id, priority, run_at FROM crawlq_jobs
         WHERE queue = q.queue AND state = 'ready' AND run_at <= crawlq_now(%(now)s)
-        ORDER BY priority DESC, run_at, id
+        ORDER BY {{claim_order}}
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED
     ) AS c
@@ -167,7 +201,7 @@ WITH ready AS (
     FOR UPDATE SKIP LOCKED
 ), picked AS (
     SELECT id FROM (SELECT * FROM ready UNION ALL SELECT * FROM due) AS candidates
-    ORDER BY priority DESC, run_at, id
+    ORDER BY {{claim_order}}
     LIMIT %(limit)s
 ), promoted AS (
     UPDATE crawlq_jobs SET state = 'ready'
@@ -179,9 +213,7 @@ SET state = 'running', attempts = attempts + 1, worker_id = %(worker_id)s,
     lease_expires_at = crawlq_now(%(now)s) + lease_seconds,
     started_at = crawlq_now(%(now)s), own_run_at = NULL
 WHERE id = ANY(ARRAY(SELECT id FROM picked))
-RETURNING id, queue, task, args, kwargs, key, priority, run_at, state, attempts, max_attempts,
-          lease_seconds, timeout, worker_id, lease_token, lease_expires_at, last_error,
-          dead_reason, result, created_at, started_at, finished_at, crawl_id, limit_key;
+RETURNING {{job_columns}};
 
 -- name: job_heartbeat
 -- A lease token is set exactly while a job is running (a CHECK constraint says so), so
@@ -207,9 +239,8 @@ RETURNING c.id, c.token, j.queue, j.key;
 -- name: job_fail
 UPDATE crawlq_jobs AS j
 SET state = CASE WHEN f.retry_delay IS NULL THEN 'dead'
-                 WHEN j.limit_key IS NOT NULL THEN 'waiting'
-                 WHEN f.retry_delay <= 0 THEN 'ready'
-                 ELSE 'scheduled' END,
+                 ELSE crawlq_pending_state(false, j.limit_key IS NOT NULL,
+                                           f.retry_delay <= 0) END,
     run_at = CASE WHEN f.retry_delay IS NULL THEN j.run_at
                   ELSE crawlq_now(%(now)s) + f.retry_delay END,
     last_error = f.error,
@@ -225,8 +256,7 @@ RETURNING f.id, f.token;
 
 -- name: job_release
 UPDATE crawlq_jobs AS j
-SET state = CASE WHEN j.limit_key IS NOT NULL THEN 'waiting'
-                 WHEN r.delay <= 0 THEN 'ready' ELSE 'scheduled' END,
+SET state = crawlq_pending_state(false, j.limit_key IS NOT NULL, r.delay <= 0),
     run_at = CASE WHEN r.delay <= 0 THEN j.run_at ELSE crawlq_now(%(now)s) + r.delay END,
     attempts = j.attempts - 1,
     lease_token = NULL, lease_expires_at = NULL
@@ -239,12 +269,7 @@ RETURNING r.id, r.token;
 -- name: job_expire_leases
 -- Rows a concurrent heartbeat or completion holds are skipped: they are not expired.
 UPDATE crawlq_jobs
-SET state = CASE WHEN attempts >= max_attempts THEN 'dead'
-                 WHEN limit_key IS NOT NULL THEN 'waiting' ELSE 'ready' END,
-    last_error = 'lease expired: the worker holding it stopped heartbeating',
-    dead_reason = CASE WHEN attempts < max_attempts THEN NULL ELSE 'lease_expired' END,
-    finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE crawlq_now(%(now)s) END,
-    lease_token = NULL, lease_expires_at = NULL
+SET {{take_back}}
 WHERE id = ANY(ARRAY(
     SELECT id FROM crawlq_jobs
     WHERE state = 'running' AND lease_expires_at < crawlq_now(%(now)s)
@@ -261,38 +286,19 @@ WHERE id = ANY(%(ids)s::bigint[]) AND state IN ('scheduled', 'ready', 'waiting',
 RETURNING id;
 
 -- name: job_get
--- Every query that returns jobs names the columns of Job (never *, so that a later
--- migration adding a column cannot break a statement prepared before it).
-SELECT id, queue, task, args, kwargs, key, priority, run_at, state, attempts, max_attempts,
-       lease_seconds, timeout, worker_id, lease_token, lease_expires_at, last_error,
-       dead_reason, result, created_at, started_at, finished_at, crawl_id,
-       limit_key
-FROM crawlq_jobs WHERE id = %(id)s;
+SELECT {{job_columns}} FROM crawlq_jobs WHERE id = %(id)s;
 
 -- name: job_list
-SELECT id, queue, task, args, kwargs, key, priority, run_at, state, attempts, max_attempts,
-       lease_seconds, timeout, worker_id, lease_token, lease_expires_at, last_error,
-       dead_reason, result, created_at, started_at, finished_at, crawl_id,
-       limit_key
+SELECT {{job_columns}}
 FROM crawlq_jobs
-WHERE id > %(after_id)s
-  AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
-  AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-  AND (%(task)s::text IS NULL OR task = %(task)s::text)
-  AND (%(key)s::text IS NULL OR key = %(key)s::text)
-  AND (%(crawl)s::bigint IS NULL OR crawl_id = %(crawl)s::bigint)
-  AND (%(limit_key)s::text IS NULL OR limit_key = %(limit_key)s::text)
+WHERE {{job_filter}}
   AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
-  AND (%(finished_before)s::float8 IS NULL OR finished_at < %(finished_before)s::float8)
 ORDER BY id
 LIMIT %(limit)s;
 
 -- name: job_recent
 -- The last finished jobs of some queues, from the finish-time index of each queue.
-SELECT id, queue, task, args, kwargs, key, priority, run_at, state, attempts, max_attempts,
-       lease_seconds, timeout, worker_id, lease_token, lease_expires_at, last_error,
-       dead_reason, result, created_at, started_at, finished_at, crawl_id,
-       limit_key
+SELECT {{job_columns}}
 FROM crawlq_jobs
 WHERE queue = ANY(%(queues)s::text[])
   AND state IN ('done', 'dead', 'cancelled')
@@ -305,15 +311,7 @@ LIMIT %(limit)s;
 -- first, and only if no live job holds the key; a job of a closed crawl stays dead.
 WITH candidates AS (
     SELECT id, queue, key FROM crawlq_jobs
-    WHERE id > %(after_id)s
-      AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
-      AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-      AND (%(task)s::text IS NULL OR task = %(task)s::text)
-      AND (%(key)s::text IS NULL OR key = %(key)s::text)
-      AND (%(crawl)s::bigint IS NULL OR crawl_id = %(crawl)s::bigint)
-      AND (%(limit_key)s::text IS NULL OR limit_key = %(limit_key)s::text)
-      AND state = 'dead'
-      AND (%(finished_before)s::float8 IS NULL OR finished_at < %(finished_before)s::float8)
+    WHERE {{job_filter}} AND state = 'dead'
     ORDER BY id
     LIMIT %(limit)s
 ), chosen AS (
@@ -321,7 +319,7 @@ WITH candidates AS (
     GROUP BY queue, key, CASE WHEN key IS NULL THEN id END
 )
 UPDATE crawlq_jobs AS j
-SET state = CASE WHEN j.limit_key IS NOT NULL THEN 'waiting' ELSE 'ready' END,
+SET state = crawlq_pending_state(false, j.limit_key IS NOT NULL, true),
     attempts = 0, run_at = crawlq_now(%(now)s), finished_at = NULL,
     dead_reason = NULL, lease_token = NULL, lease_expires_at = NULL, worker_id = NULL,
     followup = NULL  -- spent when the job died: it must not become a job a second time
@@ -342,15 +340,8 @@ DELETE FROM crawlq_jobs
 WHERE state IN ('done', 'dead', 'cancelled')
   AND id = ANY(ARRAY(
     SELECT id FROM crawlq_jobs
-    WHERE id > %(after_id)s
-      AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
-      AND (%(queue)s::text IS NULL OR queue = %(queue)s::text)
-      AND (%(task)s::text IS NULL OR task = %(task)s::text)
-      AND (%(key)s::text IS NULL OR key = %(key)s::text)
-      AND (%(crawl)s::bigint IS NULL OR crawl_id = %(crawl)s::bigint)
-      AND (%(limit_key)s::text IS NULL OR limit_key = %(limit_key)s::text)
+    WHERE {{job_filter}}
       AND (%(states)s::text[] IS NULL OR state = ANY(%(states)s::text[]))
-      AND (%(finished_before)s::float8 IS NULL OR finished_at < %(finished_before)s::float8)
     ORDER BY id
     LIMIT %(limit)s
   ));
@@ -524,14 +515,7 @@ WITH dead AS (
     RETURNING id
 ), returned AS (
     UPDATE crawlq_jobs
-    SET state = CASE WHEN attempts >= max_attempts THEN 'dead'
-                     WHEN limit_key IS NOT NULL THEN 'waiting' ELSE 'ready' END,
-        last_error = 'worker lost: the worker holding it was declared dead '
-                     || '(heartbeat overdue or process gone)',
-        dead_reason = CASE WHEN attempts < max_attempts THEN NULL ELSE 'worker_lost' END,
-        finished_at = CASE WHEN attempts < max_attempts THEN NULL
-                           ELSE crawlq_now(%(now)s) END,
-        lease_token = NULL, lease_expires_at = NULL
+    SET {{take_back}}
     WHERE id = ANY(ARRAY(
         SELECT id FROM crawlq_jobs
         WHERE state = 'running' AND worker_id = ANY(ARRAY(SELECT id FROM dead))
@@ -642,8 +626,7 @@ WHERE id = ANY(ARRAY(
 -- name: crawl_unhold
 -- Held jobs of a resumed crawl: keyed ones wait for their key, others are pending.
 UPDATE crawlq_jobs
-SET state = CASE WHEN limit_key IS NOT NULL THEN 'waiting'
-                 WHEN run_at <= crawlq_now(%(now)s) THEN 'ready' ELSE 'scheduled' END
+SET state = crawlq_pending_state(false, limit_key IS NOT NULL, run_at <= crawlq_now(%(now)s))
 WHERE crawl_id = %(id)s AND state = 'held';
 
 -- name: crawl_cancel_jobs

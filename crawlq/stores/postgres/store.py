@@ -93,7 +93,15 @@ from crawlq.stores.crawlrows import (
     summary_of,
 )
 from crawlq.stores.postgres.connections import Connections, unwell
-from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE, totals_of
+from crawlq.stores.states import (
+    FINISHED,
+    INTERNAL_STATES,
+    LEASE_EXPIRED,
+    PUBLIC_STATE,
+    WORKER_LOST,
+    claim_order,
+    totals_of,
+)
 from crawlq.stores.workers import (
     heartbeat_params,
     listed,
@@ -659,7 +667,7 @@ class PostgresStore:
             jobs.extend(got)
             if len(jobs) >= params.limit or not any(j.limit_key is not None for j in got):
                 break
-        jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
+        jobs.sort(key=lambda j: claim_order(j.priority, j.run_at, j.id))
         return jobs
 
     def _acknowledge(
@@ -778,7 +786,7 @@ class PostgresStore:
 
     def job_expire_leases(self, *, now: Timestamp | None = None) -> list[JobId]:
         def work(conn: Conn) -> list[JobId]:
-            rows = conn.execute(Q["job_expire_leases"], {"now": now}).fetchall()
+            rows = conn.execute(Q["job_expire_leases"], {**LEASE_EXPIRED, "now": now}).fetchall()
             return sorted(int(r["id"]) for r in rows)
 
         expired = self._run("returning expired leases", work, transaction=False)
@@ -1043,7 +1051,12 @@ class PostgresStore:
     def worker_reap(
         self, *, dead_after: float, gone: Sequence[str] = (), now: Timestamp | None = None
     ) -> list[str]:
-        params = {"dead_after": float(dead_after), "gone": list(gone), "now": now}
+        params = {
+            **WORKER_LOST,
+            "dead_after": float(dead_after),
+            "gone": list(gone),
+            "now": now,
+        }
         rows = self._execute("reaping dead workers", "worker_reap", params)
         if rows:
             self._compact_counts()
@@ -1112,7 +1125,7 @@ class PostgresStore:
         )
         return [_crawl_from_row(r) for r in rows]
 
-    def _crawl_move(
+    def _crawl_transition(
         self,
         operation: str,
         crawl_id: int,
@@ -1127,7 +1140,8 @@ class PostgresStore:
         Pause and cancel move the jobs before they lock the crawl row (a claim holds its
         job rows while it waits for the crawl row, its counters), then once more for the
         jobs that joined meanwhile. Resume sets the state first: the triggers hold a
-        job that turns pending in a crawl still paused."""
+        job that turns pending in a crawl still paused. Siblings: the
+        ``_crawl_transition`` of the SQLite and Redis stores."""
         params = {"id": crawl_id, "from": list(states), "to": to, "now": now}
         resume = to == CrawlState.RUNNING
 
@@ -1145,17 +1159,17 @@ class PostgresStore:
         return self._run(operation, work)
 
     def crawl_pause(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
-        return self._crawl_move(
+        return self._crawl_transition(
             "pausing a crawl", crawl_id, ("running", "running"), "paused", "crawl_hold", now
         )
 
     def crawl_resume(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
-        return self._crawl_move(
+        return self._crawl_transition(
             "resuming a crawl", crawl_id, ("paused", "paused"), "running", "crawl_unhold", now
         )
 
     def crawl_cancel(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
-        return self._crawl_move(
+        return self._crawl_transition(
             "cancelling a crawl",
             crawl_id,
             ("running", "paused"),

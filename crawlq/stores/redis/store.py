@@ -78,45 +78,6 @@ except ImportError as exc:  # pragma: no cover - depends on what is installed
 
 logger = logging.getLogger("crawlq.stores.redis")
 
-SCRIPTS = (
-    "job_schedule",
-    "job_claim",
-    "job_heartbeat",
-    "job_complete",
-    "job_fail",
-    "job_release",
-    "job_expire_leases",
-    "job_cancel",
-    "job_reschedule",
-    "job_list",
-    "job_requeue",
-    "job_purge",
-    "job_prune",
-    "job_next_due",
-    "job_next_gated",
-    "queue_stats",
-    "queue_totals",
-    "worker_register",
-    "worker_heartbeat",
-    "worker_stop",
-    "worker_reap",
-    "worker_prune",
-    "maintenance_acquire",
-    "crawl_create",
-    "crawl_pause",
-    "crawl_resume",
-    "crawl_cancel",
-    "seen_add",
-    "seen_has",
-    "result_add",
-    "result_read",
-    "cache_get",
-    "cache_set",
-    "limit_set",
-    "limit_block",
-    "limit_read",
-    "store_summary",
-)
 SCAN_BUDGET = 1000
 """Job ids one listing, requeue or purge script looks at per call (bounds its run time)."""
 PRUNE_BUDGET = 1000
@@ -128,20 +89,27 @@ WARN_EVERY = 24 * 3600
 """Seconds between two logs of one warning about the server, per store (``_warn``)."""
 
 
-def _script_source(name: str) -> str:
-    """A script as loaded: prefix, key builders, the shared prelude, then the script."""
+def _script_sources() -> dict[str, str]:
+    """Every ``scripts/*.lua`` but the prelude, by name, as loaded: the key prefix, the
+    key builders, the shared prelude, then the script. Read once, at import."""
     folder = resources.files("crawlq.stores.redis").joinpath("scripts")
-    return "".join(
+    head = "".join(
         [
             "local PREFIX = ARGV[1]\n",
             keys.lua_key_builders(),
             folder.joinpath("prelude.lua").read_text(encoding="utf-8"),
-            folder.joinpath(f"{name}.lua").read_text(encoding="utf-8"),
         ]
     )
+    return {
+        f.name.removesuffix(".lua"): head + f.read_text(encoding="utf-8")
+        for f in sorted(folder.iterdir(), key=lambda f: f.name)
+        if f.name.endswith(".lua") and f.name != "prelude.lua"
+    }
 
 
-SOURCES = {name: _script_source(name) for name in SCRIPTS}
+SOURCES = _script_sources()
+SCRIPTS = tuple(SOURCES)
+"""The names of the scripts: the files of the scripts folder."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -1021,19 +989,21 @@ class RedisStore:
             cursor = int(ids[-1])
         return found if limit is None else found[: max(limit, 0)]
 
-    def _crawl_change(
+    def _crawl_transition(
         self, operation: str, script: str, crawl_id: int, now: Timestamp | None
     ) -> bool:
+        """Pause, resume or cancel a crawl (scripts crawl_pause, crawl_resume,
+        crawl_cancel.lua). Siblings: the ``_crawl_transition`` of the SQL stores."""
         return bool(self._run(operation, script, [_now_arg(now), str(operator.index(crawl_id))]))
 
     def crawl_pause(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
-        return self._crawl_change("pausing a crawl", "crawl_pause", crawl_id, now)
+        return self._crawl_transition("pausing a crawl", "crawl_pause", crawl_id, now)
 
     def crawl_resume(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
-        return self._crawl_change("resuming a crawl", "crawl_resume", crawl_id, now)
+        return self._crawl_transition("resuming a crawl", "crawl_resume", crawl_id, now)
 
     def crawl_cancel(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
-        return self._crawl_change("cancelling a crawl", "crawl_cancel", crawl_id, now)
+        return self._crawl_transition("cancelling a crawl", "crawl_cancel", crawl_id, now)
 
     def seen_add(
         self, crawl_id: int, fingerprints: Sequence[bytes], *, now: Timestamp | None = None

@@ -1,5 +1,30 @@
 -- Queries of the SQLite store. Names are shared with the other SQL stores; bodies are not.
 -- Every time is a parameter (:now): the store computes it once per call.
+--
+-- crawlq_pending_state(paused, keyed, due) is the pending-state rule (held, waiting,
+-- ready or scheduled), a Python function the store registers on every connection:
+-- crawlq.stores.states.pending_state, which its Python uses too.
+
+-- fragment: claim_order
+-- The claim order (siblings: the claim index of migrations/0001_initial.sql, which
+-- serves it with no sort, and crawlq.stores.states.claim_order, which merges the jobs
+-- claimed from several queues).
+priority DESC, run_at, id
+
+-- fragment: paused
+-- The job belongs to a paused crawl.
+crawl_id IS NOT NULL AND (SELECT state FROM crawlq_crawls WHERE id = crawl_id) = 'paused'
+
+-- fragment: take_back
+-- A running job taken back from its worker (lease expired, worker lost): dead with
+-- :reason when it has no attempt left, else pending again; :error says why
+-- (job_expire_leases, job_return_worker_leases).
+state = CASE WHEN attempts >= max_attempts THEN 'dead'
+             ELSE crawlq_pending_state({{paused}}, limit_key IS NOT NULL, 1) END,
+last_error = :error,
+dead_reason = CASE WHEN attempts < max_attempts THEN NULL ELSE :reason END,
+finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE :now END,
+lease_token = NULL, lease_expires_at = NULL
 
 -- name: job_insert
 -- A new job in :state (the store picks ready, scheduled, waiting or held); on a live
@@ -32,9 +57,7 @@ WHERE id = :id AND state IN ('scheduled', 'ready', 'waiting', 'held');
 -- A held job stays held; a keyed one goes back behind its key (the store reconciles it).
 UPDATE crawlq_jobs
 SET task = :task, args = :args, kwargs = :kwargs, priority = :priority, run_at = :run_at,
-    state = CASE WHEN state = 'held' THEN 'held'
-                 WHEN limit_key IS NOT NULL THEN 'waiting'
-                 WHEN :run_at <= :now THEN 'ready' ELSE 'scheduled' END,
+    state = crawlq_pending_state(state = 'held', limit_key IS NOT NULL, :run_at <= :now),
     own_run_at = NULL,
     max_attempts = :max_attempts, lease_seconds = :lease_seconds, timeout = :timeout
 WHERE id = :id
@@ -60,7 +83,7 @@ WHERE queue = :queue AND state = 'scheduled' AND run_at <= :now;
 -- pick the run_at index and sort every due job instead.
 SELECT id, priority, run_at FROM crawlq_jobs INDEXED BY crawlq_jobs_claim
 WHERE queue = :queue AND state = 'ready' AND run_at <= :now
-ORDER BY priority DESC, run_at, id
+ORDER BY {{claim_order}}
 LIMIT :limit;
 
 -- name: job_claim_ids
@@ -86,12 +109,8 @@ RETURNING id, queue, key, followup, state, crawl_id, limit_key;
 -- A job that is pending again is held in a paused crawl and waits behind its limit key.
 UPDATE crawlq_jobs
 SET state = CASE WHEN :retry_delay IS NULL THEN 'dead'
-                 WHEN crawl_id IS NOT NULL
-                      AND (SELECT state FROM crawlq_crawls WHERE id = crawl_id) = 'paused'
-                      THEN 'held'
-                 WHEN limit_key IS NOT NULL THEN 'waiting'
-                 WHEN :retry_delay <= 0 THEN 'ready'
-                 ELSE 'scheduled' END,
+                 ELSE crawlq_pending_state({{paused}}, limit_key IS NOT NULL,
+                                           :retry_delay <= 0) END,
     run_at = CASE WHEN :retry_delay IS NULL THEN run_at ELSE :now + :retry_delay END,
     last_error = :error,
     dead_reason = CASE WHEN :retry_delay IS NULL THEN :reason END,
@@ -102,11 +121,7 @@ RETURNING id, queue, key, followup, state, crawl_id, limit_key;
 
 -- name: job_release
 UPDATE crawlq_jobs
-SET state = CASE WHEN crawl_id IS NOT NULL
-                      AND (SELECT state FROM crawlq_crawls WHERE id = crawl_id) = 'paused'
-                      THEN 'held'
-                 WHEN limit_key IS NOT NULL THEN 'waiting'
-                 WHEN :delay <= 0 THEN 'ready' ELSE 'scheduled' END,
+SET state = crawlq_pending_state({{paused}}, limit_key IS NOT NULL, :delay <= 0),
     run_at = CASE WHEN :delay <= 0 THEN run_at ELSE :now + :delay END,
     attempts = attempts - 1,
     lease_token = NULL, lease_expires_at = NULL
@@ -119,17 +134,9 @@ SELECT EXISTS (
 );
 
 -- name: job_expire_leases
+-- (:error and :reason as the store gives them: the lease expired.)
 UPDATE crawlq_jobs
-SET state = CASE WHEN attempts >= max_attempts THEN 'dead'
-                 WHEN crawl_id IS NOT NULL
-                      AND (SELECT state FROM crawlq_crawls WHERE id = crawl_id) = 'paused'
-                      THEN 'held'
-                 WHEN limit_key IS NOT NULL THEN 'waiting'
-                 ELSE 'ready' END,
-    last_error = 'lease expired: the worker holding it stopped heartbeating',
-    dead_reason = CASE WHEN attempts < max_attempts THEN NULL ELSE 'lease_expired' END,
-    finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE :now END,
-    lease_token = NULL, lease_expires_at = NULL
+SET {{take_back}}
 WHERE state = 'running' AND lease_expires_at < :now
 RETURNING id, queue, key, followup, state, crawl_id, limit_key;
 
@@ -171,11 +178,7 @@ LIMIT :limit;
 -- A dead job of a closed crawl stays dead; one of a paused crawl is held; a keyed one
 -- waits behind its key (the store reconciles it).
 UPDATE crawlq_jobs
-SET state = CASE WHEN crawl_id IS NOT NULL
-                      AND (SELECT state FROM crawlq_crawls WHERE id = crawl_id) = 'paused'
-                      THEN 'held'
-                 WHEN limit_key IS NOT NULL THEN 'waiting'
-                 ELSE 'ready' END,
+SET state = crawlq_pending_state({{paused}}, limit_key IS NOT NULL, 1),
     attempts = 0, run_at = :now, finished_at = NULL, dead_reason = NULL,
     lease_token = NULL, lease_expires_at = NULL, worker_id = NULL,
     followup = NULL  -- spent when the job died: it must not become a job a second time
@@ -285,17 +288,7 @@ RETURNING id;
 -- The running jobs of a worker declared dead go back as job_expire_leases returns
 -- expired leases (same columns, same rows returned), with reason worker_lost.
 UPDATE crawlq_jobs
-SET state = CASE WHEN attempts >= max_attempts THEN 'dead'
-                 WHEN crawl_id IS NOT NULL
-                      AND (SELECT state FROM crawlq_crawls WHERE id = crawl_id) = 'paused'
-                      THEN 'held'
-                 WHEN limit_key IS NOT NULL THEN 'waiting'
-                 ELSE 'ready' END,
-    last_error = 'worker lost: the worker holding it was declared dead '
-                 || '(heartbeat overdue or process gone)',
-    dead_reason = CASE WHEN attempts < max_attempts THEN NULL ELSE 'worker_lost' END,
-    finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE :now END,
-    lease_token = NULL, lease_expires_at = NULL
+SET {{take_back}}
 WHERE worker_id = :worker_id AND state = 'running'
 RETURNING id, queue, key, followup, state, crawl_id, limit_key;
 
@@ -360,8 +353,7 @@ RETURNING limit_key;
 
 -- name: crawl_unhold_jobs
 UPDATE crawlq_jobs
-SET state = CASE WHEN limit_key IS NOT NULL THEN 'waiting'
-                 WHEN run_at <= :now THEN 'ready' ELSE 'scheduled' END
+SET state = crawlq_pending_state(0, limit_key IS NOT NULL, run_at <= :now)
 WHERE crawl_id = :id AND state IN ('scheduled', 'ready', 'waiting', 'held')
   AND state = 'held'
 RETURNING limit_key;
@@ -404,7 +396,7 @@ WHERE crawlq_limits.source = 'none';
 UPDATE crawlq_limits
 SET front = (SELECT id FROM crawlq_jobs INDEXED BY crawlq_jobs_waiting
              WHERE limit_key = :key AND state = 'waiting'
-             ORDER BY priority DESC, run_at, id
+             ORDER BY {{claim_order}}
              LIMIT 1)
 WHERE key = :key AND front IS NULL AND (max_running IS NULL OR running < max_running)
 RETURNING front, min_interval, last_start, blocked_until;
@@ -415,7 +407,7 @@ RETURNING front, min_interval, last_start, blocked_until;
 UPDATE crawlq_jobs
 SET own_run_at = CASE WHEN :gate > run_at THEN run_at END,
     run_at = max(run_at, :gate),
-    state = CASE WHEN max(run_at, :gate) <= :now THEN 'ready' ELSE 'scheduled' END
+    state = crawlq_pending_state(0, 0, max(run_at, :gate) <= :now)
 WHERE id = :id AND state = 'waiting';
 
 -- name: limit_demote_front

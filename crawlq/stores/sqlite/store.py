@@ -53,6 +53,7 @@ from crawlq.jobs import (
 )
 from crawlq.limits import KeyLimit, Limits
 from crawlq.payload import check_count, check_text
+from crawlq.stores import states
 from crawlq.stores._sqlfile import load_queries, split_statements
 from crawlq.stores.base import (
     Capabilities,
@@ -123,6 +124,12 @@ class SQLiteSettings:
             )
         if self.busy_timeout <= 0 or self.poll_interval <= 0:
             raise ConfigurationError("busy_timeout and poll_interval must be positive seconds")
+
+
+def add_functions(conn: sqlite3.Connection) -> None:
+    """Register the SQL functions the queries call on a connection: every connection that
+    runs them needs it. ``crawlq_pending_state`` is crawlq.stores.states.pending_state."""
+    conn.create_function("crawlq_pending_state", 3, states.pending_state, deterministic=True)
 
 
 def _unopenable(path: str, exc: sqlite3.Error) -> ConfigurationError:
@@ -295,6 +302,7 @@ class SQLiteStore:
             check_same_thread=False,
         )
         conn.row_factory = sqlite3.Row
+        add_functions(conn)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute(f"PRAGMA synchronous = {self.settings.synchronous.upper()}")
         return conn
@@ -477,12 +485,8 @@ class SQLiteStore:
         waiting behind its limit key (reconciled when the transaction settles), else ready
         or scheduled by run_at."""
         limit_key = request.limit_key
-        if crawl is not None and crawl["state"] == CrawlState.PAUSED:
-            state = "held"
-        elif limit_key is not None:
-            state = "waiting"
-        else:
-            state = "ready" if request.run_at <= now else "scheduled"
+        paused = crawl is not None and crawl["state"] == CrawlState.PAUSED
+        state = states.pending_state(paused, limit_key is not None, request.run_at <= now)
         if limit_key is not None and limit_key not in touched.ensured:
             self._ensure_key(conn, limit_key, queue, None if crawl is None else crawl["limits"])
             touched.ensured.add(limit_key)
@@ -505,7 +509,8 @@ class SQLiteStore:
         self, conn: sqlite3.Connection, rows: list[sqlite3.Row], now: float, touched: _Touched
     ) -> None:
         """Turn the remembered request of each ended job into a pending job (dropped if
-        its crawl has closed meanwhile)."""
+        its crawl has closed meanwhile). Siblings: the update trigger of the PostgreSQL
+        store (migrations/0008_rules.sql), spawn_followups in redis/scripts/prelude.lua."""
         for row in rows:
             if row["followup"] is not None:
                 request = Request.from_json(row["followup"])
@@ -536,7 +541,9 @@ class SQLiteStore:
 
     def _reconcile(self, conn: sqlite3.Connection, key: str, now: float) -> None:
         """Give ``key`` a front if it has none, room under its cap and a waiting job: the
-        best one, due at max(its run_at, last start + min_interval, blocked_until)."""
+        best one, due at max(its run_at, last start + min_interval, blocked_until).
+        Siblings: crawlq_reconcile (postgres/migrations/0008_rules.sql), reconcile in
+        redis/scripts/prelude.lua."""
         row = conn.execute(Q["limit_take_front"], {"key": key}).fetchone()
         if row is None or row["front"] is None:
             return
@@ -561,11 +568,14 @@ class SQLiteStore:
                 self._reconcile(conn, key, now)
             crawls, touched.crawls = sorted(touched.crawls), set()
             for crawl_id in crawls:
-                self._finish_crawl(conn, crawl_id, now, touched)
+                self._crawl_finish(conn, crawl_id, now, touched)
 
-    def _finish_crawl(
+    def _crawl_finish(
         self, conn: sqlite3.Connection, crawl_id: int, now: float, touched: _Touched
     ) -> None:
+        """Finish an open crawl with nothing outstanding and schedule its on_finish.
+        Siblings: crawlq_crawl_finish (postgres/migrations/0008_rules.sql), crawl_finish
+        in redis/scripts/prelude.lua."""
         row = conn.execute(Q["crawl_finish"], {"id": crawl_id, "now": now}).fetchone()
         if row is None or row["on_finish"] is None:
             return
@@ -601,7 +611,7 @@ class SQLiteStore:
                 break
             for key in keys:
                 self._reconcile(conn, key, now)
-        jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
+        jobs.sort(key=lambda j: states.claim_order(j.priority, j.run_at, j.id))
         return jobs
 
     def _claim_round(
@@ -613,7 +623,9 @@ class SQLiteStore:
             found = conn.execute(
                 Q["job_claim_candidates"], {"queue": queue, "now": now, "limit": limit}
             )
-            candidates.extend((-r["priority"], r["run_at"], r["id"]) for r in found)
+            candidates.extend(
+                states.claim_order(r["priority"], r["run_at"], r["id"]) for r in found
+            )
         if not candidates:
             return []
         picked = sorted(candidates)[:limit]
@@ -720,7 +732,9 @@ class SQLiteStore:
             return []  # the common case takes no write lock
 
         def work(conn: sqlite3.Connection) -> list[JobId]:
-            rows = conn.execute(Q["job_expire_leases"], {"now": t}).fetchall()
+            rows = conn.execute(
+                Q["job_expire_leases"], {**states.LEASE_EXPIRED, "now": t}
+            ).fetchall()
             return self._leases_returned(conn, rows, t)
 
         return self._write("returning expired leases", work)
@@ -1008,7 +1022,8 @@ class SQLiteStore:
             dead = sorted(r["id"] for r in conn.execute(Q["worker_reap"], params))
             for worker_id in dead:
                 query = Q["job_return_worker_leases"]
-                rows = conn.execute(query, {"worker_id": worker_id, "now": t}).fetchall()
+                lost = {**states.WORKER_LOST, "worker_id": worker_id, "now": t}
+                rows = conn.execute(query, lost).fetchall()
                 self._leases_returned(conn, rows, t)
             return dead
 
@@ -1085,7 +1100,8 @@ class SQLiteStore:
     ) -> bool:
         """Move an open crawl from ``from_states`` to ``to_state`` and its pending jobs
         with ``jobs_query``, then reconcile their keys; False, changing nothing, if the
-        crawl was in none of ``from_states``."""
+        crawl was in none of ``from_states``. Siblings: the ``_crawl_transition`` of the
+        PostgreSQL and Redis stores."""
         t = self._now(now)
 
         def work(conn: sqlite3.Connection) -> bool:

@@ -9,14 +9,12 @@
 --          :counts, :keys, :prios, :p:{priority}, {p}:limit:{lkey}, {p}:lwait:{lkey}
 
 local now = clock(ARGV[2])
-local crawl = ARGV[3]
-if not crawl_open(crawl) then
+local crawl = crawl_transition({running = true, paused = true}, 'cancelled',
+  {'finished_at', fmt(now)})
+if not crawl then
   return 0
 end
-set_crawl_state(crawl, 'cancelled', {'finished_at', fmt(now)})
-local ids = redis.call('SMEMBERS', K.crawl_pending(crawl))
-table.sort(ids, function(a, b) return tonumber(a) < tonumber(b) end)
-for _, id in ipairs(ids) do
+for _, id in ipairs(crawl_pending_ids(crawl)) do
   finish(load(id), 'cancelled', now, {})
 end
 redis.call('DEL', K.crawl_pending(crawl))

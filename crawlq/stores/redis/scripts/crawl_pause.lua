@@ -9,18 +9,16 @@
 --          :prios, :p:{priority}, {p}:limit:{lkey}, {p}:lwait:{lkey}
 
 local now = clock(ARGV[2])
-local crawl = ARGV[3]
-if crawl_state(crawl) ~= 'running' then
+local crawl = crawl_transition({running = true}, 'paused')
+if not crawl then
   return 0
 end
-set_crawl_state(crawl, 'paused')
 local keys, fronts = {}, {}
 for _, id in ipairs(redis.call('SMEMBERS', K.crawl_pending(crawl))) do
   local job = load(id)
   if job.sub ~= 'held' then
     unplace(job)
-    redis.call('HSET', K.job(id), 'sub', 'held')
-    count(job.queue, 'held', 1)
+    to_held(job)
     if job.lkey and not fronts[job.lkey] then
       fronts[job.lkey] = true
       keys[#keys + 1] = job.lkey

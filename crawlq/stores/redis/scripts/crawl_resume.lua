@@ -10,14 +10,11 @@
 --          {p}:wake:{queue}
 
 local now = clock(ARGV[2])
-local crawl = ARGV[3]
-if crawl_state(crawl) ~= 'paused' then
+local crawl = crawl_transition({paused = true}, 'running')
+if not crawl then
   return 0
 end
-set_crawl_state(crawl, 'running')
-local ids = redis.call('SMEMBERS', K.crawl_pending(crawl))
-table.sort(ids, function(a, b) return tonumber(a) < tonumber(b) end)
-for _, id in ipairs(ids) do
+for _, id in ipairs(crawl_pending_ids(crawl)) do
   local job = load(id)
   if job.sub == 'held' then
     unplace(job)

@@ -40,15 +40,7 @@ local function candidates_for(want)
       end)
     end
   end
-  table.sort(candidates, function(a, b)
-    if a.p ~= b.p then
-      return a.p > b.p
-    end
-    if a.run_at ~= b.run_at then
-      return a.run_at < b.run_at
-    end
-    return tonumber(a.id) < tonumber(b.id)
-  end)
+  table.sort(candidates, claim_before)
   return candidates
 end
 

@@ -11,7 +11,7 @@
 
 local now = clock(ARGV[2])
 local expired = redis.call('ZRANGEBYSCORE', K.running(), '-inf', '(' .. fmt(now))
-table.sort(expired, function(a, b) return tonumber(a) < tonumber(b) end)
+table.sort(expired, by_id)
 local message = 'lease expired: the worker holding it stopped heartbeating'
 for _, id in ipairs(expired) do
   take_back(load(id), now, message, 'lease_expired')

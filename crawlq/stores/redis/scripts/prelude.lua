@@ -21,6 +21,11 @@ local function fmt_int(n)
   return string.format('%d', n)
 end
 
+-- Ids (decimal text) in numeric order: table.sort(ids, by_id).
+local function by_id(a, b)
+  return tonumber(a) < tonumber(b)
+end
+
 local function ids_from(first)
   -- ARGV[first..] as job ids, each once, in id order
   local ids, seen = {}, {}
@@ -30,7 +35,7 @@ local function ids_from(first)
       ids[#ids + 1] = ARGV[i]
     end
   end
-  table.sort(ids, function(a, b) return tonumber(a) < tonumber(b) end)
+  table.sort(ids, by_id)
   return ids
 end
 
@@ -121,6 +126,21 @@ end
 
 -- -- the pending index: per queue, priorities, then one zset per priority by run_at ---
 
+-- The claim order: priority highest first, then run_at, then id. The index keeps it
+-- (priorities by -priority, each zset by run_at, members of equal run_at by id; a key's
+-- waiting jobs likewise, waiting_member); claim_before merges what a claim read from
+-- several queues and priorities. Siblings: the fragment claim_order of each SQL store's
+-- queries.sql, crawlq.stores.states.claim_order.
+local function claim_before(a, b)
+  if a.p ~= b.p then
+    return a.p > b.p
+  end
+  if a.run_at ~= b.run_at then
+    return a.run_at < b.run_at
+  end
+  return tonumber(a.id) < tonumber(b.id)
+end
+
 -- "a7", "b42", ... "p" .. 16 digits: members of equal score sort by id.
 local function member(id)
   return string.char(96 + #id) .. id
@@ -185,6 +205,16 @@ local function first_run_at(queue)
   return first
 end
 
+-- The opening of the scripts that update a worker (ARGV: prefix, now, worker id): its
+-- hash if the worker is alive (else nil), now and its id.
+local function alive_worker()
+  local key, now, id = K.worker(ARGV[3]), clock(ARGV[2]), ARGV[3]
+  if redis.call('HGET', key, 'state') ~= 'alive' then
+    return nil
+  end
+  return key, now, id
+end
+
 -- -- jobs --------------------------------------------------------------------------
 
 local function load(id)
@@ -244,6 +274,25 @@ local function set_crawl_state(crawl, state, fields)
   CRAWL_STATE[crawl] = state
 end
 
+-- crawl_transition: the crawl ARGV[3] moves from one of the states `from` (a set) to
+-- `to`, with the extra hash `fields`; returns it, or nil (and nothing changed) if it was
+-- in another state. Siblings: the _crawl_transition of each store (store.py).
+local function crawl_transition(from, to, fields)
+  local crawl = ARGV[3]
+  if not from[crawl_state(crawl)] then
+    return nil
+  end
+  set_crawl_state(crawl, to, fields)
+  return crawl
+end
+
+-- The pending jobs of a crawl, in id order.
+local function crawl_pending_ids(crawl)
+  local ids = redis.call('SMEMBERS', K.crawl_pending(crawl))
+  table.sort(ids, by_id)
+  return ids
+end
+
 local function crawl_count(crawl, counter, delta)
   add_delta(CRAWL_DELTA, crawl, counter, delta)
 end
@@ -289,6 +338,12 @@ local function waiting_member_id(m)
   return string.sub(m, 18)
 end
 
+-- A pending job of a paused crawl is held (out of the index and its key's waiting jobs).
+local function to_held(job)
+  redis.call('HSET', K.job(job.id), 'sub', 'held')
+  count(job.queue, 'held', 1)
+end
+
 -- A pending keyed job waits behind its key's front.
 local function to_waiting(job)
   redis.call('HSET', K.job(job.id), 'sub', 'waiting')
@@ -298,7 +353,8 @@ local function to_waiting(job)
 end
 
 -- If the key has no front and room to start a job, its best waiting job (priority desc,
--- run_at, id) becomes the front: in the claim index at its gated run_at.
+-- run_at, id) becomes the front: in the claim index at its gated run_at. Siblings:
+-- crawlq_reconcile (postgres/migrations/0008_rules.sql), SQLiteStore._reconcile.
 local function reconcile(lkey)
   local rk = K.limit(lkey)
   local r = redis.call('HMGET', rk, 'front', 'max_running', 'running', 'min_interval',
@@ -365,12 +421,15 @@ end
 
 -- -- pending jobs: where they wait ---------------------------------------------------
 
--- A pending job (its hash written, run_at its own) takes its place: held in a paused
--- crawl, waiting behind its limit key (then the key is reconciled), else the index.
+-- The pending-state rule: a pending job (its hash written, run_at its own) takes its
+-- place: held in a paused crawl, waiting behind its limit key (then the key is
+-- reconciled), else the index (where due and not yet due are one: no ready/scheduled
+-- split). Siblings: crawlq_pending_state (postgres/migrations/0008_rules.sql) and
+-- crawlq.stores.states.pending_state (the SQLite store). insert and back_to_pending
+-- skip it for a job with neither crawl nor limit key: it goes to the index.
 local function place(job)
   if job.crawl and crawl_state(job.crawl) == 'paused' then
-    redis.call('HSET', K.job(job.id), 'sub', 'held')
-    count(job.queue, 'held', 1)
+    to_held(job)
   elseif job.lkey then
     to_waiting(job)
     reconcile(job.lkey)
@@ -718,9 +777,23 @@ local function retry(job, run_at, message)
   count(job.queue, 'total_retried', 1)
 end
 
--- End a live job as done, dead or cancelled: frees its key, and (unless cancelled)
--- turns its remembered request into a new pending job, unless that request's crawl is
--- closed by now.
+-- spawn_followups: a job that ended (unless cancelled) turns its remembered request
+-- into a new pending job, unless that request's crawl is closed by now. Siblings: the
+-- update trigger crawlq_jobs_updated (postgres/migrations/0008_rules.sql) and
+-- SQLiteStore._spawn_followups.
+local function spawn_followups(job, state, now)
+  local followup = K.followup(job.id)
+  if state ~= 'cancelled' then
+    local req = request_from_hash(followup)
+    if not req.crawl or crawl_open(req.crawl) then
+      insert(job.queue, job.key, req, now)
+    end
+  end
+  redis.call('DEL', followup)
+end
+
+-- End a live job as done, dead or cancelled: frees its key, and spawns its remembered
+-- request (spawn_followups).
 local function finish(job, state, now, fields)
   leave(job)
   local f = {'state', state, 'finished_at', fmt(now)}
@@ -738,14 +811,7 @@ local function finish(job, state, now, fields)
     redis.call('HDEL', K.keys(job.queue), job.key)
   end
   if job.has_followup then
-    local followup = K.followup(job.id)
-    if state ~= 'cancelled' then
-      local req = request_from_hash(followup)
-      if not req.crawl or crawl_open(req.crawl) then
-        insert(job.queue, job.key, req, now)
-      end
-    end
-    redis.call('DEL', followup)
+    spawn_followups(job, state, now)
   end
   if job.lkey then
     reconcile(job.lkey)
@@ -764,9 +830,11 @@ end
 
 -- -- the end of every script that changes jobs ----------------------------------------
 
--- Finish each open crawl this script lowered to nothing pending or running: state
--- finished, finished_at = now, and its on_finish spec scheduled (outside any crawl).
-local function finish_crawls(now)
+-- crawl_finish: each open crawl this script lowered to nothing pending or running
+-- finishes: state finished, finished_at = now, and its on_finish spec scheduled (outside
+-- any crawl). Siblings: crawlq_crawl_finish (postgres/migrations/0008_rules.sql) and
+-- SQLiteStore._crawl_finish.
+local function crawl_finish(now)
   for crawl, per_crawl in pairs(CRAWL_DELTA) do
     for counter, delta in pairs(per_crawl) do
       if delta ~= 0 then
@@ -797,7 +865,7 @@ end
 -- (finishing crawls), then the count changes, and publishes one wake-up per queue that
 -- got a pending job, saying when it is due.
 local function commit(now)
-  finish_crawls(now)
+  crawl_finish(now)
   for queue, per_queue in pairs(COUNTS) do
     for state, delta in pairs(per_queue) do
       if delta ~= 0 then

@@ -6,10 +6,8 @@
 -- Returns: 1 if recorded, else 0.
 -- Touches: {p}:w:{worker}, {p}:workers:alive
 
-local now = clock(ARGV[2])
-local id = ARGV[3]
-local key = K.worker(id)
-if redis.call('HGET', key, 'state') ~= 'alive' then
+local key, now, id = alive_worker()
+if not key then
   return 0
 end
 redis.call('HSET', key, 'last_heartbeat', fmt(now), 'running', ARGV[4], 'done', ARGV[5],

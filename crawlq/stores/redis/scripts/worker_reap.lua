@@ -34,7 +34,7 @@ for _, worker in ipairs(dead) do
   redis.call('ZREM', K.workers_alive(), worker)
   redis.call('ZADD', K.workers_ended(), fmt(now), worker)
   local held = redis.call('SMEMBERS', K.worker_jobs(worker))
-  table.sort(held, function(a, b) return tonumber(a) < tonumber(b) end)
+  table.sort(held, by_id)
   for _, id in ipairs(held) do
     local job = load(id)
     if job ~= nil and job.state == 'running' and job.worker == worker then

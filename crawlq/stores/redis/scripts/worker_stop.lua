@@ -6,10 +6,8 @@
 -- Returns: 1 if it was alive, else 0 (a dead or unknown worker is left as it is).
 -- Touches: {p}:w:{worker}, {p}:workers:alive, {p}:workers:ended
 
-local now = clock(ARGV[2])
-local id = ARGV[3]
-local key = K.worker(id)
-if redis.call('HGET', key, 'state') ~= 'alive' then
+local key, now, id = alive_worker()
+if not key then
   return 0
 end
 redis.call('HSET', key, 'state', 'stopped', 'stopped_at', fmt(now), 'running', '0',

@@ -6,9 +6,10 @@
 -- - 'total_retried': failed attempts sent back to pending;
 -- - 'total_left_dead': dead jobs requeued.
 -- The two triggers are those of 0003 with one statement more each (guarded by its WHERE,
--- so a claim or a completion runs no more than before).
+-- so a claim or a completion runs no more than before). 0003 no longer makes the update
+-- trigger (see there), hence IF EXISTS.
 
-DROP TRIGGER crawlq_jobs_counts_update;
+DROP TRIGGER IF EXISTS crawlq_jobs_counts_update;
 CREATE TRIGGER crawlq_jobs_counts_update AFTER UPDATE OF state ON crawlq_jobs
 WHEN old.state <> new.state
 BEGIN
