@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any, TypeVar
 
@@ -93,6 +92,7 @@ from crawlq.stores.crawlrows import (
     summary_of,
 )
 from crawlq.stores.postgres.connections import Connections, unwell
+from crawlq.stores.sqlmigrations import Migrations, migration_files
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE, totals_of
 from crawlq.stores.workers import (
     heartbeat_params,
@@ -350,9 +350,8 @@ class _Live:
 
 
 def _known_migrations() -> dict[int, Traversable]:
-    """Migration files by version (the number their name starts with)."""
-    folder = resources.files("crawlq.stores.postgres.migrations")
-    return {int(f.name.split("_", 1)[0]): f for f in folder.iterdir() if f.name.endswith(".sql")}
+    """This store's migration files by version."""
+    return migration_files("crawlq.stores.postgres.migrations")
 
 
 def _first_of_each(items: Sequence[Hashable]) -> list[int]:
@@ -450,8 +449,12 @@ class PostgresStore:
         """Apply the migrations the schema has not seen, in order, under an advisory lock
         (several processes may open at once); returns their names. A schema migrated by
         a newer crawlq is refused with ConfigurationError."""
-        known = _known_migrations()
-        if self._applied_versions() >= known.keys():
+        migrations = Migrations(
+            _known_migrations(),
+            where=f"schema {self.settings.schema!r}",
+            other="another schema (?schema=...)",
+        )
+        if not migrations.missing(self._applied_versions()):
             return []  # the common case takes no lock and needs no CREATE privilege
 
         def work(conn: Conn) -> list[str]:
@@ -460,14 +463,11 @@ class PostgresStore:
             conn.execute(sql.SQL(Q["schema_create"]).format(schema=sql.Identifier(schema)))
             conn.execute(Q["migrations_create"])
             applied = {r["version"] for r in conn.execute(Q["migrations_applied"])}
-            self._refuse_newer(applied)
-            done: list[str] = []
-            for version, file in sorted(known.items()):
-                if version not in applied:
-                    conn.execute(file.read_bytes())
-                    conn.execute(Q["migrations_record"], {"version": version, "name": file.name})
-                    done.append(file.name)
-            return done
+
+            def record(version: int, name: str) -> None:
+                conn.execute(Q["migrations_record"], {"version": version, "name": name})
+
+            return migrations.run(applied, lambda script: conn.execute(script.encode()), record)
 
         return self._run("migrating the schema", work)
 
@@ -478,17 +478,7 @@ class PostgresStore:
                 return set()
             return {r["version"] for r in conn.execute(Q["migrations_applied"])}
 
-        applied = self._run("reading the schema version", work, transaction=False)
-        self._refuse_newer(applied)
-        return applied
-
-    def _refuse_newer(self, applied: set[int]) -> None:
-        unknown = applied - _known_migrations().keys()
-        if unknown:
-            raise ConfigurationError(
-                f"schema {self.settings.schema!r} has version {max(unknown)}, newer than this "
-                "crawlq knows: upgrade crawlq, or use another schema (?schema=...)"
-            )
+        return self._run("reading the schema version", work, transaction=False)
 
     # -- scheduling ------------------------------------------------------------------
 

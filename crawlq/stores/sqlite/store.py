@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, TypeVar
 
 from crawlq.crawls import (
@@ -75,6 +74,7 @@ from crawlq.stores.crawlrows import (
     on_finish_spec,
     summary_of,
 )
+from crawlq.stores.sqlmigrations import Migrations, migration_files
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE, totals_of
 from crawlq.stores.workers import (
     heartbeat_params,
@@ -332,32 +332,25 @@ class SQLiteStore:
 
     def migrate(self) -> list[str]:
         """Apply the migrations this file has not seen, in order; returns their names."""
-        folder = resources.files("crawlq.stores.sqlite.migrations")
-        known = {
-            int(f.name.split("_", 1)[0]): f for f in folder.iterdir() if f.name.endswith(".sql")
-        }
+        migrations = Migrations(
+            migration_files("crawlq.stores.sqlite.migrations"),
+            where=self.settings.path,
+            other="another database file",
+        )
 
         def work(conn: sqlite3.Connection) -> list[str]:
             conn.execute(Q["migrations_create"])
             applied = {row[0] for row in conn.execute(Q["migrations_applied"])}
-            unknown = applied - known.keys()
-            if unknown:
-                raise ConfigurationError(
-                    f"{self.settings.path} has schema version {max(unknown)}, newer than this "
-                    "crawlq knows: upgrade crawlq, or use another database file"
-                )
-            done: list[str] = []
-            for version, file in sorted(known.items()):
-                if version in applied:
-                    continue
-                for statement in split_statements(file.read_text(encoding="utf-8")):
+
+            def execute(script: str) -> None:
+                for statement in split_statements(script):
                     conn.execute(statement)
-                conn.execute(
-                    Q["migrations_record"],
-                    {"version": version, "name": file.name, "now": time.time()},
-                )
-                done.append(file.name)
-            return done
+
+            def record(version: int, name: str) -> None:
+                params = {"version": version, "name": name, "now": time.time()}
+                conn.execute(Q["migrations_record"], params)
+
+            return migrations.run(applied, execute, record)
 
         return self._write("migrating the schema", work)
 
