@@ -84,7 +84,7 @@ from crawlq.stores.base import (
 )
 from crawlq.stores.checks import check_page, check_results, check_ttl
 from crawlq.stores.conflict import Request, merge
-from crawlq.stores.crawlrows import (
+from crawlq.stores.codec import (
     crawl_info,
     key_limit,
     limits_json,
