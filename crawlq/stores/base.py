@@ -30,6 +30,7 @@ from crawlq.jobs import (
 )
 from crawlq.limits import KeyLimit, Limits
 from crawlq.payload import MAX_EXACT, check_count, check_text
+from crawlq.stores.checks import check_finite
 from crawlq.types import JobId, JSONValue, Timestamp
 
 
@@ -118,6 +119,8 @@ class JobFilter:
         check_count("after_id", self.after_id, -MAX_EXACT)
         if self.crawl is not None:
             check_count("crawl id", self.crawl, 1)
+        if self.finished_before is not None:
+            check_finite("finished_before", self.finished_before)
         texts = (("queue", self.queue), ("task", self.task), ("key", self.key))
         for what, text in (*texts, ("limit_key", self.limit_key)):
             if text is not None:

@@ -35,8 +35,8 @@ from crawlq.payload import check_count, check_text
 from crawlq.stores.base import ClaimParams, Completion, Failure, JobFilter, Release, StoreSummary
 from crawlq.stores.checks import (
     check_cache_key,
-    check_finite,
     check_fingerprints,
+    check_finite,
     check_now,
     check_page,
     check_results,

@@ -23,18 +23,10 @@ from psycopg.rows import DictRow
 
 from crawlq.crawls import CrawlInfo
 from crawlq.exceptions import ConfigurationError, StoreError, StoreUnavailable
-from crawlq.jobs import (
-    Job,
-)
+from crawlq.jobs import Job
 from crawlq.limits import KeyLimit
 from crawlq.stores._sqlfile import load_queries
-from crawlq.stores.codec import (
-    as_read,
-    crawl_info,
-    job_from_row,
-    key_limit,
-    request_from_row,
-)
+from crawlq.stores.codec import as_read, crawl_info, job_from_row, key_limit, request_from_row
 from crawlq.stores.conflict import Request
 from crawlq.stores.postgres.connections import Connections
 

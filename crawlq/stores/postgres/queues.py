@@ -11,15 +11,8 @@ from typing import Any
 
 from psycopg.rows import DictRow
 
-from crawlq.jobs import (
-    Job,
-    QueueStats,
-    QueueTotals,
-)
-from crawlq.stores.base import (
-    JobFilter,
-    WaitParams,
-)
+from crawlq.jobs import Job, QueueStats, QueueTotals
+from crawlq.stores.base import JobFilter, WaitParams
 from crawlq.stores.gate import JobGate
 from crawlq.stores.postgres.connections import unwell
 from crawlq.stores.postgres.core import (

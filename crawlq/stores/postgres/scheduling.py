@@ -11,25 +11,11 @@ from typing import Any
 from psycopg.rows import DictRow
 
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlState, no_such_crawl
-from crawlq.jobs import (
-    JobSpec,
-    Outcome,
-    ScheduleResult,
-)
+from crawlq.jobs import JobSpec, Outcome, ScheduleResult
 from crawlq.stores.checks import crawl_closed
-from crawlq.stores.codec import (
-    dumps,
-    request_params,
-)
+from crawlq.stores.codec import dumps, request_params
 from crawlq.stores.conflict import Request, merge
-from crawlq.stores.postgres.core import (
-    Conn,
-    PostgresCore,
-    Q,
-    Restart,
-    opt_float,
-    row_request,
-)
+from crawlq.stores.postgres.core import Conn, PostgresCore, Q, Restart, opt_float, row_request
 from crawlq.types import JobId, Timestamp
 
 

@@ -8,13 +8,7 @@ from typing import Any
 from psycopg.rows import DictRow
 
 from crawlq.stores.gate import StorageGate
-from crawlq.stores.postgres.core import (
-    Conn,
-    PostgresCore,
-    Q,
-    first_of_each,
-    limited,
-)
+from crawlq.stores.postgres.core import Conn, PostgresCore, Q, first_of_each, limited
 from crawlq.types import Timestamp
 
 

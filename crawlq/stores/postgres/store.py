@@ -31,16 +31,9 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import DictRow, dict_row
 
-from crawlq.stores.base import (
-    Capabilities,
-)
+from crawlq.stores.base import Capabilities
 from crawlq.stores.postgres.connections import Connections
-from crawlq.stores.postgres.core import (
-    Conn,
-    PostgresSettings,
-    Q,
-    translate,
-)
+from crawlq.stores.postgres.core import Conn, PostgresSettings, Q, translate
 from crawlq.stores.postgres.crawls import PostgresCrawls
 from crawlq.stores.postgres.jobs import PostgresJobs
 from crawlq.stores.postgres.queues import PostgresQueues

@@ -6,14 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from crawlq.jobs import (
-    WorkerInfo,
-)
+from crawlq.jobs import WorkerInfo
 from crawlq.stores.gate import WorkerGate
-from crawlq.stores.postgres.core import (
-    PostgresCore,
-    Q,
-)
+from crawlq.stores.postgres.core import PostgresCore, Q
 from crawlq.stores.workers import (
     heartbeat_params,
     listed,

@@ -16,18 +16,10 @@ from typing import Any, TypeVar
 
 from crawlq.crawls import CrawlInfo
 from crawlq.exceptions import ConfigurationError, StoreError, StoreUnavailable
-from crawlq.jobs import (
-    Job,
-)
+from crawlq.jobs import Job
 from crawlq.limits import KeyLimit
 from crawlq.stores._sqlfile import load_queries
-from crawlq.stores.codec import (
-    crawl_info,
-    job_from_row,
-    key_limit,
-    loads,
-    request_from_row,
-)
+from crawlq.stores.codec import crawl_info, job_from_row, key_limit, loads, request_from_row
 from crawlq.stores.conflict import Request
 from crawlq.types import Timestamp
 

@@ -7,21 +7,9 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from crawlq.jobs import (
-    Job,
-    JobSpec,
-    Lease,
-    ScheduleResult,
-)
-from crawlq.stores.base import (
-    ClaimParams,
-    Completion,
-    Failure,
-    Release,
-)
-from crawlq.stores.codec import (
-    dumps,
-)
+from crawlq.jobs import Job, JobSpec, Lease, ScheduleResult
+from crawlq.stores.base import ClaimParams, Completion, Failure, Release
+from crawlq.stores.codec import dumps
 from crawlq.stores.gate import JobGate
 from crawlq.stores.sqlite.core import Q, row_job, row_request
 from crawlq.stores.sqlite.scheduling import SQLiteScheduling, Touched

@@ -12,17 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlState, no_such_crawl
-from crawlq.jobs import (
-    JobSpec,
-    Outcome,
-    ScheduleResult,
-)
+from crawlq.jobs import JobSpec, Outcome, ScheduleResult
 from crawlq.stores.checks import crawl_closed
-from crawlq.stores.codec import (
-    limits_from,
-    on_finish_spec,
-    request_params,
-)
+from crawlq.stores.codec import limits_from, on_finish_spec, request_params
 from crawlq.stores.conflict import Request, merge
 from crawlq.stores.sqlite.core import Q, SQLiteCore, row_request
 from crawlq.types import JobId

@@ -20,9 +20,7 @@ import time
 
 from crawlq.exceptions import ConfigurationError, StoreError
 from crawlq.stores._sqlfile import split_statements
-from crawlq.stores.base import (
-    Capabilities,
-)
+from crawlq.stores.base import Capabilities
 from crawlq.stores.sqlite.core import Q, SQLiteSettings, is_busy
 from crawlq.stores.sqlite.crawls import SQLiteCrawls
 from crawlq.stores.sqlite.jobs import SQLiteJobs
