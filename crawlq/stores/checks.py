@@ -34,6 +34,13 @@ def check_finite(name: str, value: object) -> float:
     return number
 
 
+def check_finites(name: str, values: Sequence[float | None]) -> None:
+    """Each of ``values`` that is not None is a finite number (``check_finite``)."""
+    for value in values:
+        if value is not None:
+            check_finite(name, value)
+
+
 def check_now(now: Timestamp | None) -> None:
     """The ``now`` every store call takes: None (the store's clock) or a finite number."""
     if now is not None:

@@ -37,6 +37,7 @@ from crawlq.stores.checks import (
     check_cache_key,
     check_fingerprints,
     check_finite,
+    check_finites,
     check_now,
     check_page,
     check_results,
@@ -44,6 +45,7 @@ from crawlq.stores.checks import (
     check_ttl,
     found,
 )
+from crawlq.stores.workers import Counters
 from crawlq.types import JobId, Timestamp
 
 
@@ -77,17 +79,14 @@ class JobGate(ABC):
 
     def job_fail(self, failures: Sequence[Failure], *, now: Timestamp | None = None) -> list[bool]:
         check_now(now)
-        for failure in failures:
-            if failure.retry_delay is not None:
-                check_finite("retry_delay", failure.retry_delay)
+        check_finites("retry_delay", [f.retry_delay for f in failures])
         return self._job_fail(failures, now) if failures else []
 
     def job_release(
         self, releases: Sequence[Release], *, now: Timestamp | None = None
     ) -> list[bool]:
         check_now(now)
-        for release in releases:
-            check_finite("delay", release.delay)
+        check_finites("delay", [r.delay for r in releases])
         return self._job_release(releases, now) if releases else []
 
     def job_expire_leases(self, *, now: Timestamp | None = None) -> list[JobId]:
@@ -214,7 +213,7 @@ class WorkerGate(ABC):
         now: Timestamp | None = None,
     ) -> bool:
         check_now(now)
-        return self._worker_heartbeat(worker_id, running, done, failed, rss_bytes, now)
+        return self._worker_heartbeat(worker_id, Counters(running, done, failed, rss_bytes), now)
 
     def worker_stop(
         self, worker_id: str, *, done: int, failed: int, now: Timestamp | None = None
@@ -247,13 +246,7 @@ class WorkerGate(ABC):
 
     @abstractmethod
     def _worker_heartbeat(
-        self,
-        worker_id: str,
-        running: int,
-        done: int,
-        failed: int,
-        rss_bytes: int | None,
-        now: Timestamp | None,
+        self, worker_id: str, counters: Counters, now: Timestamp | None
     ) -> bool: ...
 
     @abstractmethod

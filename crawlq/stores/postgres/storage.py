@@ -22,10 +22,7 @@ class PostgresStorage(PostgresCore, StorageGate):
     """Crawl results and the cache (``CrawlerStorage``)."""
 
     def _result_add(
-        self,
-        crawl_id: int,
-        items: list[tuple[bytes, str]],
-        now: Timestamp | None,
+        self, crawl_id: int, items: list[tuple[bytes, str]], now: Timestamp | None
     ) -> list[bool] | None:
         """Numbered from the crawl's row in ``crawlq_result_seqs``, locked until commit, so
         one crawl's records commit in seq order (see migration 0004)."""

@@ -10,6 +10,7 @@ from crawlq.jobs import WorkerInfo
 from crawlq.stores.gate import WorkerGate
 from crawlq.stores.postgres.core import PostgresCore, Q
 from crawlq.stores.workers import (
+    Counters,
     heartbeat_params,
     listed,
     register_params,
@@ -26,18 +27,8 @@ class PostgresWorkers(PostgresCore, WorkerGate):
         params = register_params(info, list(info.queues), now)
         self._execute("registering a worker", "worker_register", params)
 
-    def _worker_heartbeat(
-        self,
-        worker_id: str,
-        running: int,
-        done: int,
-        failed: int,
-        rss_bytes: int | None,
-        now: Timestamp | None,
-    ) -> bool:
-        params = heartbeat_params(
-            worker_id, running=running, done=done, failed=failed, rss_bytes=rss_bytes, now=now
-        )
+    def _worker_heartbeat(self, worker_id: str, counters: Counters, now: Timestamp | None) -> bool:
+        params = heartbeat_params(worker_id, counters, now)
         return self._run(
             "heartbeating a worker",
             lambda c: c.execute(Q["worker_heartbeat"], params).rowcount == 1,

@@ -15,10 +15,7 @@ class RedisStorage(RedisCore, StorageGate):
     """Crawl results and the cache (``CrawlerStorage``)."""
 
     def _result_add(
-        self,
-        crawl_id: int,
-        items: list[tuple[bytes, str]],
-        now: Timestamp | None,
+        self, crawl_id: int, items: list[tuple[bytes, str]], now: Timestamp | None
     ) -> list[bool] | None:
         """Numbered 1, 2, 3, ... by the script (HLEN of the crawl's keys + 1)."""
         pairs = [part for item in items for part in item]

@@ -12,8 +12,15 @@ from crawlq.stores.codec import dumps
 from crawlq.stores.gate import WorkerGate
 from crawlq.stores.redis import keys
 from crawlq.stores.redis.core import RedisCore, now_arg, number, opt, translate
-from crawlq.stores.workers import listed, worker_info
+from crawlq.stores.workers import Counters, listed, worker_info
 from crawlq.types import Timestamp
+
+
+def _counter_args(counters: Counters) -> list[str]:
+    """A worker's counters as the scripts take them (rss_bytes optional)."""
+    running, done, failed, rss_bytes = counters
+    whole = [str(operator.index(n)) for n in (running, done, failed)]
+    return [*whole, opt(None if rss_bytes is None else str(operator.index(rss_bytes)))]
 
 
 class RedisWorkers(RedisCore, WorkerGate):
@@ -28,31 +35,13 @@ class RedisWorkers(RedisCore, WorkerGate):
             dumps(list(info.queues)),
             info.runtime,
             str(operator.index(info.concurrency)),
-            str(operator.index(info.running)),
-            str(operator.index(info.done)),
-            str(operator.index(info.failed)),
-            opt(None if info.rss_bytes is None else str(operator.index(info.rss_bytes))),
+            *_counter_args(Counters.of(info)),
             opt(info.process),
         ]
         self._run("registering a worker", "worker_register", args)
 
-    def _worker_heartbeat(
-        self,
-        worker_id: str,
-        running: int,
-        done: int,
-        failed: int,
-        rss_bytes: int | None,
-        now: Timestamp | None,
-    ) -> bool:
-        args = [
-            now_arg(now),
-            worker_id,
-            str(operator.index(running)),
-            str(operator.index(done)),
-            str(operator.index(failed)),
-            opt(None if rss_bytes is None else str(operator.index(rss_bytes))),
-        ]
+    def _worker_heartbeat(self, worker_id: str, counters: Counters, now: Timestamp | None) -> bool:
+        args = [now_arg(now), worker_id, *_counter_args(counters)]
         return bool(self._run("heartbeating a worker", "worker_heartbeat", args))
 
     def _worker_stop(self, worker_id: str, done: int, failed: int, now: Timestamp | None) -> None:

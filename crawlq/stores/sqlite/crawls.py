@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from crawlq.crawls import CrawlInfo, CrawlSpec, CrawlState
 from crawlq.jobs import JobSpec
@@ -114,28 +114,28 @@ class SQLiteCrawls(SQLiteScheduling, CrawlGate):
     def _seen_add(
         self, crawl_id: int, fingerprints: list[bytes], now: Timestamp | None
     ) -> list[bool] | None:
-        def work(conn: sqlite3.Connection) -> list[bool] | None:
-            if not self._crawl_exists(conn, crawl_id):
-                return None
-            query = Q["seen_insert"]
-            return [
-                conn.execute(query, {"crawl_id": crawl_id, "fp": fp}).fetchone() is not None
-                for fp in fingerprints
-            ]
-
+        work = self._each_fingerprint("seen_insert", crawl_id, fingerprints)
         return self._write("adding to a seen set", work)
 
     def _seen_has(self, crawl_id: int, fingerprints: list[bytes]) -> list[bool] | None:
+        work = self._each_fingerprint("seen_has", crawl_id, fingerprints)
+        return self._read("reading a seen set", work)
+
+    def _each_fingerprint(
+        self, query: str, crawl_id: int, fingerprints: list[bytes]
+    ) -> Callable[[sqlite3.Connection], list[bool] | None]:
+        """Run ``query`` (a row if the fingerprint is new, or known) for each
+        fingerprint of the crawl's seen set; None if there is no such crawl."""
+
         def work(conn: sqlite3.Connection) -> list[bool] | None:
             if not self._crawl_exists(conn, crawl_id):
                 return None
-            query = Q["seen_has"]
             return [
-                conn.execute(query, {"crawl_id": crawl_id, "fp": fp}).fetchone() is not None
+                conn.execute(Q[query], {"crawl_id": crawl_id, "fp": fp}).fetchone() is not None
                 for fp in fingerprints
             ]
 
-        return self._read("reading a seen set", work)
+        return work
 
     def _limit_set(self, key: str, limits: Limits, now: Timestamp | None) -> None:
         t = self._now(now)

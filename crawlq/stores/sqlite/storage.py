@@ -14,10 +14,7 @@ class SQLiteStorage(SQLiteCore, StorageGate):
     """Crawl results and the cache (``CrawlerStorage``)."""
 
     def _result_add(
-        self,
-        crawl_id: int,
-        items: list[tuple[bytes, str]],
-        now: Timestamp | None,
+        self, crawl_id: int, items: list[tuple[bytes, str]], now: Timestamp | None
     ) -> list[bool] | None:
         """Numbered MAX(seq) + 1 inside the write transaction (writers take turns)."""
 

@@ -12,6 +12,7 @@ from crawlq.stores.gate import WorkerGate
 from crawlq.stores.sqlite.core import Q
 from crawlq.stores.sqlite.scheduling import SQLiteScheduling
 from crawlq.stores.workers import (
+    Counters,
     heartbeat_params,
     listed,
     register_params,
@@ -28,23 +29,8 @@ class SQLiteWorkers(SQLiteScheduling, WorkerGate):
         params = register_params(info, dumps(list(info.queues)), self._now(now))
         self._write("registering a worker", lambda c: c.execute(Q["worker_register"], params))
 
-    def _worker_heartbeat(
-        self,
-        worker_id: str,
-        running: int,
-        done: int,
-        failed: int,
-        rss_bytes: int | None,
-        now: Timestamp | None,
-    ) -> bool:
-        params = heartbeat_params(
-            worker_id,
-            running=running,
-            done=done,
-            failed=failed,
-            rss_bytes=rss_bytes,
-            now=self._now(now),
-        )
+    def _worker_heartbeat(self, worker_id: str, counters: Counters, now: Timestamp | None) -> bool:
+        params = heartbeat_params(worker_id, counters, self._now(now))
         return self._write(
             "heartbeating a worker",
             lambda c: c.execute(Q["worker_heartbeat"], params).rowcount == 1,
