@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TypeVar
 
 from crawlq.crawls import check_seen_has_crawl, no_such_crawl
-from crawlq.exceptions import ConfigurationError, CrawlClosed
+from crawlq.exceptions import ConfigurationError, CrawlClosed, StoreError, StoreUnavailable
 from crawlq.fingerprint import check_fingerprint
 from crawlq.jobs import JobSpec
 from crawlq.payload import check_text
@@ -74,6 +75,26 @@ def found(crawl_id: int, answer: T | None) -> T:
     if answer is None:
         raise no_such_crawl(crawl_id)
     return answer
+
+
+@contextmanager
+def driver_errors(
+    store: str,
+    operation: str,
+    catch: type[Exception] | tuple[type[Exception], ...],
+    transient: Callable[[Exception], str | None],
+) -> Iterator[None]:
+    """Turn the driver errors ``catch`` into crawlq errors, keeping the cause: the one
+    rule of every store. ``transient(exc)`` says what went wrong when a later call may
+    work (``StoreUnavailable``: "Redis could not be reached"); None means the same call
+    would fail the same way (``StoreError``: "<store> failed during <operation>")."""
+    try:
+        yield
+    except catch as exc:
+        why = transient(exc)
+        if why is not None:
+            raise StoreUnavailable(f"{why} during {operation}: {exc}") from exc
+        raise StoreError(f"{store} failed during {operation}: {exc}") from exc
 
 
 def crawl_closed(crawl_id: int, state: str) -> CrawlClosed:

@@ -11,8 +11,8 @@ import operator
 import re
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -22,10 +22,11 @@ from psycopg.conninfo import make_conninfo
 from psycopg.rows import DictRow
 
 from crawlq.crawls import CrawlInfo
-from crawlq.exceptions import ConfigurationError, StoreError, StoreUnavailable
+from crawlq.exceptions import ConfigurationError, StoreUnavailable
 from crawlq.jobs import Job
 from crawlq.limits import KeyLimit
 from crawlq.stores._sqlfile import load_queries
+from crawlq.stores.checks import driver_errors
 from crawlq.stores.codec import as_read, crawl_info, job_from_row, key_limit, request_from_row
 from crawlq.stores.conflict import Request
 from crawlq.stores.postgres.connections import Connections
@@ -136,16 +137,15 @@ def transient(exc: psycopg.Error) -> bool:
     return state[:2] in _TRANSIENT_CLASSES or state == "55P03"  # lock_not_available
 
 
-@contextmanager
-def translate(operation: str) -> Iterator[None]:
+def translate(operation: str) -> AbstractContextManager[None]:
     """Turn driver errors into crawlq errors, keeping the cause: ``StoreUnavailable`` for
     transient ones, ``StoreError`` for permanent ones."""
-    try:
-        yield
-    except psycopg.Error as exc:
-        if transient(exc):
-            raise StoreUnavailable(f"PostgreSQL is unavailable during {operation}: {exc}") from exc
-        raise StoreError(f"PostgreSQL failed during {operation}: {exc}") from exc
+
+    def why(exc: Exception) -> str | None:
+        assert isinstance(exc, psycopg.Error)
+        return "PostgreSQL is unavailable" if transient(exc) else None
+
+    return driver_errors("PostgreSQL", operation, psycopg.Error, why)
 
 
 class Restart(Exception):

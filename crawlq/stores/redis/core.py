@@ -6,8 +6,8 @@ scripts, and the call every part of the store (``jobs.py``, ``queues.py``,
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,8 +16,8 @@ from redis.client import PubSub
 from redis.commands.core import Script
 
 from crawlq.crawls import no_such_crawl
-from crawlq.exceptions import ConfigurationError, StoreError, StoreUnavailable
-from crawlq.stores.checks import crawl_closed
+from crawlq.exceptions import ConfigurationError
+from crawlq.stores.checks import crawl_closed, driver_errors
 from crawlq.stores.redis import keys
 from crawlq.types import Timestamp
 
@@ -63,17 +63,17 @@ _TRANSIENT = (
 """Redis errors other than connection trouble that a later call may not meet."""
 
 
-@contextmanager
-def translate(operation: str) -> Iterator[None]:
+def _transient(exc: Exception) -> str | None:
+    if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+        return "Redis could not be reached"
+    if isinstance(exc, _TRANSIENT):  # the same call may work later: retried, not given up
+        return "Redis is unavailable"
+    return None
+
+
+def translate(operation: str) -> AbstractContextManager[None]:
     """Turn driver errors into crawlq errors, keeping the cause."""
-    try:
-        yield
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise StoreUnavailable(f"Redis could not be reached during {operation}: {exc}") from exc
-    except _TRANSIENT as exc:  # the same call may work later: retried, not given up
-        raise StoreUnavailable(f"Redis is unavailable during {operation}: {exc}") from exc
-    except redis.RedisError as exc:
-        raise StoreError(f"Redis failed during {operation}: {exc}") from exc
+    return driver_errors("Redis", operation, redis.RedisError, _transient)
 
 
 def number(value: float) -> str:

@@ -9,16 +9,17 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from crawlq.crawls import CrawlInfo
-from crawlq.exceptions import ConfigurationError, StoreError, StoreUnavailable
+from crawlq.exceptions import ConfigurationError
 from crawlq.jobs import Job
 from crawlq.limits import KeyLimit
 from crawlq.stores._sqlfile import load_queries
+from crawlq.stores.checks import driver_errors
 from crawlq.stores.codec import crawl_info, job_from_row, key_limit, loads, request_from_row
 from crawlq.stores.conflict import Request
 from crawlq.types import Timestamp
@@ -68,21 +69,19 @@ def is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in text or "busy" in text
 
 
-@contextmanager
-def translate(operation: str) -> Iterator[None]:
-    """Turn driver errors into crawlq errors, keeping the cause."""
-    try:
-        yield
-    except sqlite3.OperationalError as exc:
+def _transient(exc: Exception) -> str | None:
+    """A lock another process held too long, or a full disk: a later call may work."""
+    if isinstance(exc, sqlite3.OperationalError):
         if is_busy(exc):
-            raise StoreUnavailable(
-                f"SQLite stayed locked by another process during {operation}: {exc}"
-            ) from exc
-        if "disk is full" in str(exc):  # transient too: a later call may work
-            raise StoreUnavailable(f"SQLite's disk is full during {operation}: {exc}") from exc
-        raise StoreError(f"SQLite failed during {operation}: {exc}") from exc
-    except sqlite3.Error as exc:
-        raise StoreError(f"SQLite failed during {operation}: {exc}") from exc
+            return "SQLite stayed locked by another process"
+        if "disk is full" in str(exc):
+            return "SQLite's disk is full"
+    return None
+
+
+def translate(operation: str) -> AbstractContextManager[None]:
+    """Turn driver errors into crawlq errors, keeping the cause."""
+    return driver_errors("SQLite", operation, sqlite3.Error, _transient)
 
 
 def row_job(row: sqlite3.Row) -> Job:
