@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from crawlq.crawler.fetch import Fetcher
 from crawlq.crawler.robots import Robots, robots_url
+from crawlq.stores.base import CrawlerStorage
 
 if TYPE_CHECKING:
     from crawlq.app import App
@@ -103,7 +104,7 @@ class RobotsCache:
             robots = self._recall(origin)
             if robots is not None:
                 return robots
-            store = app.store
+            store: CrawlerStorage = app.store  # only the cache
             key = f"robots:{origin}"
             cached = await asyncio.to_thread(store.cache_get, key)
             if cached is not None:

@@ -68,7 +68,7 @@ from crawlq.crawler.sitemaps import MAX_LEVEL, read_sitemap
 from crawlq.exceptions import Discard, Retry, Snooze
 from crawlq.fingerprint import canonical_url, fingerprint
 from crawlq.jobs import JobSpec, JobState
-from crawlq.stores.base import JobFilter
+from crawlq.stores.base import CrawlerStorage, CrawlStore, JobFilter
 from crawlq.worker.loops import at_loop_close
 
 if TYPE_CHECKING:
@@ -199,7 +199,7 @@ def use_warc(app: App, crawl_id: int, path: str) -> None:
 async def _keep(
     ctx: JobContext, crawl_id: int, url: str, record: dict[str, Any], config: CrawlConfig
 ) -> None:
-    store = ctx.app.store
+    store: CrawlerStorage = ctx.app.store
     with_crawl_fields(config, record)
     await asyncio.to_thread(store.result_add, crawl_id, [(fingerprint(url), record_text(record))])
 
@@ -419,13 +419,14 @@ async def _unseen(
     """The first ``room`` admitted links that the crawl has not seen yet, read from its
     seen set in growing batches (a link seen before would take a place and add nothing,
     and a crawl could then end below ``max_pages``)."""
+    seen_set: CrawlStore = app.store
     picked: list[Admitted] = []
     size = max(2 * room, 64)
     while len(picked) < room:
         batch = list(itertools.islice(admitted, size))
         if not batch:
             break
-        known = await asyncio.to_thread(app.store.seen_has, crawl_id, [fp for *_, fp in batch])
+        known = await asyncio.to_thread(seen_set.seen_has, crawl_id, [fp for *_, fp in batch])
         picked.extend(item for item, seen in zip(batch, known, strict=True) if not seen)
         size *= 2
     return picked[:room]

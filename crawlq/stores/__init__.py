@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from crawlq.config import StoreURL, parse_store_url
 from crawlq.exceptions import ConfigurationError
-from crawlq.stores.base import Store
+from crawlq.stores.base import CrawlerStorage, CrawlStore, JobFilter, JobStore, Store
 
 
 def _float_option(url: StoreURL, name: str, default: float) -> float:
@@ -123,4 +123,4 @@ def open_store(url: str, *, create: bool = True) -> Store:
     return opener(parsed, create)
 
 
-__all__ = ["Store", "open_store"]
+__all__ = ["CrawlStore", "CrawlerStorage", "JobFilter", "JobStore", "Store", "open_store"]

@@ -1,4 +1,9 @@
-"""The store protocol: the contract every store keeps, proven by ``tests/stores``.
+"""The store protocols: the contract every store keeps, proven by ``tests/stores``.
+
+The contract comes in three parts, one protocol each: ``JobStore`` (jobs, workers and
+queues), ``CrawlStore`` (crawls, seen sets and limit keys) and ``CrawlerStorage`` (crawl
+results and the cache). ``Store`` is all three, what ``open_store`` returns; code that
+needs only one part asks for that part (``docs/stores.md``: adding a store).
 
 Everything here is synchronous and batch-minded: one call schedules many jobs, claims up
 to N, or acknowledges many leases, in one round trip and one transaction. Times are
@@ -25,6 +30,7 @@ from crawlq.jobs import (
 )
 from crawlq.limits import KeyLimit, Limits
 from crawlq.payload import MAX_EXACT, check_count, check_text
+from crawlq.stores.checks import check_finite
 from crawlq.types import JobId, JSONValue, Timestamp
 
 
@@ -113,6 +119,8 @@ class JobFilter:
         check_count("after_id", self.after_id, -MAX_EXACT)
         if self.crawl is not None:
             check_count("crawl id", self.crawl, 1)
+        if self.finished_before is not None:
+            check_finite("finished_before", self.finished_before)
         texts = (("queue", self.queue), ("task", self.task), ("key", self.key))
         for what, text in (*texts, ("limit_key", self.limit_key)):
             if text is not None:
@@ -142,8 +150,9 @@ class WaitParams:
 
 
 @runtime_checkable
-class Store(Protocol):
-    """Durable storage for jobs.
+class JobStore(Protocol):
+    """Durable storage for jobs, the workers that run them and their queues: the part of
+    the contract a store that only runs jobs keeps.
 
     Contract (each sentence is a test in ``tests/stores``):
 
@@ -166,36 +175,6 @@ class Store(Protocol):
       ``worker_list`` shows an alive worker whose heartbeat is overdue as ``lost``.
     - ``maintenance_acquire`` is a named lease: at most one owner holds a duty until its
       ttl runs out.
-    - Crawls (``crawlq.crawls``): a job scheduled with ``crawl`` counts in that crawl;
-      the crawl's counters change in the transaction that changes the job. Every
-      transaction that lowers a crawl's pending + running (complete, fail to dead, expire,
-      reap, cancel) ends by finishing each open crawl it touched whose pending + running
-      is 0: state finished, finished_at = now, and its ``on_finish`` spec scheduled in the
-      same transaction (its id kept in ``on_finish_job``). A crawl finishes once; nothing
-      reopens it. Scheduling into an unknown crawl raises ``CrawlNotFound``, into a
-      finished or cancelled one ``CrawlClosed`` (the whole batch is refused), except the
-      children of a completion, which are dropped silently when their crawl is closed.
-      A job of a paused crawl is never claimed: its pending jobs are held (scheduling
-      into it holds the new job too) until ``crawl_resume``. ``job_requeue`` leaves a
-      dead job of a closed crawl dead.
-    - Seen sets: a fingerprint is added to a crawl's seen set once, for ever; the
-      ``seen`` counter is the size of the set. A spec with ``fingerprint`` is scheduled
-      only if it is new (outcome ``SEEN`` otherwise), in the same transaction.
-    - Crawl results: ``result_add`` keeps one record per (crawl, 16-byte key), the
-      first one given, for as long as the crawl exists; each new record gets the next
-      sequence number of its crawl (positive, strictly increasing). Records become
-      visible in sequence order: a reader paging with ``result_list(after=)`` while
-      writers add never skips one.
-    - Cache: an entry set with a ttl is read back until now + ttl, then it is absent;
-      ``cache_add`` sets an absent or expired entry atomically (of concurrent callers
-      exactly one wins). Expired entries are removed (``job_prune`` or natively).
-    - Limits (``crawlq.limits``): a job with a ``limit_key`` is claimed only when its key
-      has fewer than ``max_running`` jobs running, at least ``min_interval`` s after the
-      key's last start, and not before ``blocked_until``; every other claim rule holds.
-      The running count of a key is lowered by every way a job leaves running. A claim
-      costs the same whether the waiting jobs of blocked keys number none or millions.
-      ``job_next_gated`` tells when the next job that only its key's gate keeps back may
-      start (burst workers wait for it); a job due later by its own run_at is not one.
     """
 
     capabilities: Capabilities
@@ -347,6 +326,37 @@ class Store(Protocol):
         True if ``owner`` holds it now (it was free, expired, or already ``owner``'s);
         False, changing nothing, while another owner holds it unexpired."""
 
+
+@runtime_checkable
+class CrawlStore(Protocol):
+    """Crawls, their seen sets and the limit keys that pace jobs.
+
+    Contract (each sentence is a test in ``tests/stores``):
+
+    - Crawls (``crawlq.crawls``): a job scheduled with ``crawl`` counts in that crawl;
+      the crawl's counters change in the transaction that changes the job. Every
+      transaction that lowers a crawl's pending + running (complete, fail to dead, expire,
+      reap, cancel) ends by finishing each open crawl it touched whose pending + running
+      is 0: state finished, finished_at = now, and its ``on_finish`` spec scheduled in the
+      same transaction (its id kept in ``on_finish_job``). A crawl finishes once; nothing
+      reopens it. Scheduling into an unknown crawl raises ``CrawlNotFound``, into a
+      finished or cancelled one ``CrawlClosed`` (the whole batch is refused), except the
+      children of a completion, which are dropped silently when their crawl is closed.
+      A job of a paused crawl is never claimed: its pending jobs are held (scheduling
+      into it holds the new job too) until ``crawl_resume``. ``job_requeue`` leaves a
+      dead job of a closed crawl dead.
+    - Seen sets: a fingerprint is added to a crawl's seen set once, for ever; the
+      ``seen`` counter is the size of the set. A spec with ``fingerprint`` is scheduled
+      only if it is new (outcome ``SEEN`` otherwise), in the same transaction.
+    - Limits (``crawlq.limits``): a job with a ``limit_key`` is claimed only when its key
+      has fewer than ``max_running`` jobs running, at least ``min_interval`` s after the
+      key's last start, and not before ``blocked_until``; every other claim rule holds.
+      The running count of a key is lowered by every way a job leaves running. A claim
+      costs the same whether the waiting jobs of blocked keys number none or millions.
+      ``job_next_gated`` tells when the next job that only its key's gate keeps back may
+      start (burst workers wait for it); a job due later by its own run_at is not one.
+    """
+
     # -- crawls and seen sets ----------------------------------------------------------
 
     def crawl_create(
@@ -389,6 +399,51 @@ class Store(Protocol):
         """Whether each 16-byte fingerprint is in the crawl's seen set, in order, changing
         nothing (the crawler skips links already seen before it counts them against
         ``max_pages``). ``CrawlNotFound`` for an unknown crawl."""
+
+    # -- limits --------------------------------------------------------------------------
+
+    def limit_set(self, key: str, limits: Limits, *, now: Timestamp | None = None) -> None:
+        """Override the settings of ``key`` (creating its record), effective for its next
+        claim; a key whose front waits on the old interval is re-timed at once."""
+
+    def limit_set_default(
+        self, queue: str, limits: Limits | None, *, now: Timestamp | None = None
+    ) -> None:
+        """The settings a key takes when a job of ``queue`` (outside a crawl with its own
+        limits) is the first to use it; None removes the default."""
+
+    def limit_block(self, key: str, until: Timestamp, *, now: Timestamp | None = None) -> None:
+        """No job of ``key`` starts before ``until`` (a later block wins, an earlier one
+        changes nothing). Running jobs are not touched."""
+
+    def limit_get(
+        self, keys: Sequence[str], *, now: Timestamp | None = None
+    ) -> list[KeyLimit | None]:
+        """The state of each key, None for a key the store has no record of."""
+
+    def limit_list(self, *, limit: int = 100, after: str = "") -> list[KeyLimit]:
+        """Keys greater than ``after``, in key order, at most ``limit``."""
+
+    def store_summary(self, *, now: Timestamp | None = None) -> StoreSummary:
+        """Crawls by state and the jobs they ended, limit keys and those blocked at now:
+        the figures of ``/metrics``, in one read, without listing crawls or keys."""
+
+
+@runtime_checkable
+class CrawlerStorage(Protocol):
+    """What the crawler keeps besides jobs: crawl results and a shared cache.
+
+    Contract (each sentence is a test in ``tests/stores``):
+
+    - Crawl results: ``result_add`` keeps one record per (crawl, 16-byte key), the
+      first one given, for as long as the crawl exists; each new record gets the next
+      sequence number of its crawl (positive, strictly increasing). Records become
+      visible in sequence order: a reader paging with ``result_list(after=)`` while
+      writers add never skips one.
+    - Cache: an entry set with a ttl is read back until now + ttl, then it is absent;
+      ``cache_add`` sets an absent or expired entry atomically (of concurrent callers
+      exactly one wins). Expired entries are removed (``job_prune`` or natively).
+    """
 
     def result_add(
         self,
@@ -435,30 +490,10 @@ class Store(Protocol):
     def cache_delete(self, key: str) -> None:
         """Remove ``key`` (nothing happens if it is absent)."""
 
-    # -- limits --------------------------------------------------------------------------
 
-    def limit_set(self, key: str, limits: Limits, *, now: Timestamp | None = None) -> None:
-        """Override the settings of ``key`` (creating its record), effective for its next
-        claim; a key whose front waits on the old interval is re-timed at once."""
-
-    def limit_set_default(
-        self, queue: str, limits: Limits | None, *, now: Timestamp | None = None
-    ) -> None:
-        """The settings a key takes when a job of ``queue`` (outside a crawl with its own
-        limits) is the first to use it; None removes the default."""
-
-    def limit_block(self, key: str, until: Timestamp, *, now: Timestamp | None = None) -> None:
-        """No job of ``key`` starts before ``until`` (a later block wins, an earlier one
-        changes nothing). Running jobs are not touched."""
-
-    def limit_get(
-        self, keys: Sequence[str], *, now: Timestamp | None = None
-    ) -> list[KeyLimit | None]:
-        """The state of each key, None for a key the store has no record of."""
-
-    def limit_list(self, *, limit: int = 100, after: str = "") -> list[KeyLimit]:
-        """Keys greater than ``after``, in key order, at most ``limit``."""
-
-    def store_summary(self, *, now: Timestamp | None = None) -> StoreSummary:
-        """Crawls by state and the jobs they ended, limit keys and those blocked at now:
-        the figures of ``/metrics``, in one read, without listing crawls or keys."""
+@runtime_checkable
+class Store(JobStore, CrawlStore, CrawlerStorage, Protocol):
+    """A full store: jobs, crawls and the crawler's storage (what ``open_store`` returns
+    and ``App`` uses). Each part's contract is in its own protocol's docstring; the
+    conformance suite (``tests/stores``) proves them all. ``docs/stores.md`` says how to
+    add a store."""

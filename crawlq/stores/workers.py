@@ -6,23 +6,29 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from crawlq.config import DEAD_AFTER
 from crawlq.jobs import WorkerInfo, WorkerState
 from crawlq.types import Timestamp
 
 
+class Counters(NamedTuple):
+    """A worker's counters, as its registration and each heartbeat report them."""
+
+    running: int
+    done: int
+    failed: int
+    rss_bytes: int | None
+
+    @classmethod
+    def of(cls, info: WorkerInfo) -> Counters:
+        return cls(info.running, info.done, info.failed, info.rss_bytes)
+
+
 def register_params(info: WorkerInfo, queues: Any, now: Timestamp | None) -> dict[str, Any]:
     """Parameters of ``worker_register``; ``queues`` as the store keeps them."""
-    params = heartbeat_params(
-        info.id,
-        running=info.running,
-        done=info.done,
-        failed=info.failed,
-        rss_bytes=info.rss_bytes,
-        now=now,
-    )
+    params = heartbeat_params(info.id, Counters.of(info), now)
     params.update(
         host=info.host,
         pid=info.pid,
@@ -34,24 +40,9 @@ def register_params(info: WorkerInfo, queues: Any, now: Timestamp | None) -> dic
     return params
 
 
-def heartbeat_params(
-    worker_id: str,
-    *,
-    running: int,
-    done: int,
-    failed: int,
-    rss_bytes: int | None,
-    now: Timestamp | None,
-) -> dict[str, Any]:
+def heartbeat_params(worker_id: str, counters: Counters, now: Timestamp | None) -> dict[str, Any]:
     """Parameters of ``worker_heartbeat``."""
-    return {
-        "id": worker_id,
-        "running": running,
-        "done": done,
-        "failed": failed,
-        "rss_bytes": rss_bytes,
-        "now": now,
-    }
+    return {"id": worker_id, **counters._asdict(), "now": now}
 
 
 def stop_params(worker_id: str, *, done: int, failed: int, now: Timestamp | None) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from crawlq.exceptions import StoreError, StoreUnavailable
-from crawlq.stores.base import Completion, Failure, Release, Store
+from crawlq.stores.base import Completion, Failure, JobStore, Release
 from crawlq.worker.execute import Outcome
 
 logger = logging.getLogger("crawlq.worker")
@@ -27,7 +27,7 @@ class Acker:
     retries a call while the store is unavailable, until it succeeds or
     ``stop(now=True)``. A call the store refuses for good is not retried (``_record``)."""
 
-    def __init__(self, store: Store, on_flushed: Callable[[], None]) -> None:
+    def __init__(self, store: JobStore, on_flushed: Callable[[], None]) -> None:
         self._store = store
         self._on_flushed = on_flushed
         self._queue: queue.SimpleQueue[Outcome | None] = queue.SimpleQueue()

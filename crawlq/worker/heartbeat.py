@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from crawlq.exceptions import StoreError
 from crawlq.jobs import Lease
-from crawlq.stores.base import Store
+from crawlq.stores.base import JobStore
 
 logger = logging.getLogger("crawlq.worker")
 
@@ -29,7 +29,7 @@ class Heartbeat:
 
     def __init__(
         self,
-        store: Store,
+        store: JobStore,
         leases: Callable[[], list[Lease]],
         period: float,
         on_lost: Callable[[int], None],

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from crawlq.config import DEAD_AFTER
 from crawlq.jobs import WorkerState
-from crawlq.stores.base import Store
+from crawlq.stores.base import JobStore
 
 PROC = Path("/proc")
 
@@ -80,8 +80,8 @@ def gone(process: str | None) -> bool:
     return False
 
 
-def reclaim(store: Store, *, host: str, me: str) -> list[str]:
-    """Declare dead, through ``Store.worker_reap``, the alive workers registered from
+def reclaim(store: JobStore, *, host: str, me: str) -> list[str]:
+    """Declare dead, through ``JobStore.worker_reap``, the alive workers registered from
     this machine (``host`` and pid space) whose process has gone, other than ``me``,
     which returns their jobs at once. Returns the ids declared dead (workers whose
     heartbeat is overdue included)."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from crawlq.config import DEAD_AFTER
-from crawlq.stores.base import Store
+from crawlq.stores.base import JobStore
 
 logger = logging.getLogger("crawlq.worker")
 
@@ -20,7 +20,7 @@ PRUNE_EVERY = 60.0
 """Seconds between two prunes of finished jobs past retention."""
 
 
-def return_leases(store: Store, owner: str) -> None:
+def return_leases(store: JobStore, owner: str) -> None:
     """If ``owner`` holds the "leases" duty: return expired leases, and the jobs of
     workers whose heartbeat is overdue (``DEAD_AFTER``)."""
     if not store.maintenance_acquire("leases", owner, DUTY_TTL):
@@ -33,7 +33,7 @@ def return_leases(store: Store, owner: str) -> None:
         logger.warning("declared dead (no heartbeat for %s s): %s", DEAD_AFTER, dead)
 
 
-def prune(store: Store, owner: str, retention: float) -> None:
+def prune(store: JobStore, owner: str, retention: float) -> None:
     """If ``owner`` holds the "prune" duty: delete finished jobs and worker records older
     than ``retention`` seconds."""
     if store.maintenance_acquire("prune", owner, PRUNE_EVERY / 2):

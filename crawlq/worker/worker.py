@@ -1,6 +1,6 @@
 """The worker loop: claim for free slots, run, report; stop gracefully on SIGTERM.
 
-It talks to the store only through the ``Store`` protocol and to its runtime only
+It talks to the store only through the ``JobStore`` protocol and to its runtime only
 through the ``Runtime`` protocol.
 """
 
@@ -21,7 +21,7 @@ from crawlq.config import DEAD_AFTER, WorkerSettings
 from crawlq.exceptions import ConfigurationError, StoreError
 from crawlq.hooks import FailureEvent
 from crawlq.jobs import Job, Lease, WorkerInfo
-from crawlq.stores.base import ClaimParams, Failure, Release, WaitParams
+from crawlq.stores.base import ClaimParams, Failure, JobStore, Release, WaitParams
 from crawlq.worker.acks import Acker
 from crawlq.worker.execute import Outcome, timed_out
 from crawlq.worker.heartbeat import Heartbeat
@@ -140,7 +140,7 @@ class Worker:
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self.id = f"{self.host}:{self.pid}:{secrets.token_hex(3)}"
-        self.store = app.store
+        self.store: JobStore = app.store
         self.counters = WorkerCounters()
         self._held: dict[int, _Held] = {}
         self._lock = threading.Lock()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from store_helpers import STORE_FACTORIES, add
 
+from crawlq.stores import gate
 from crawlq.stores.base import Capabilities, JobFilter, Store
 
 
@@ -47,3 +48,14 @@ def test_closing_keeps_what_was_stored(store_name: str, tmp_path: Path) -> None:
         assert (job.id, job.key, job.args) == (job_id, "k", [1])
     finally:
         reopened.close()
+
+
+def test_every_checked_call_goes_through_the_gate(store: Store) -> None:
+    """A store's calls that take something to check are the gate's own (crawlq.stores.gate),
+    not redefined by the store: so every store checks the same values alike."""
+    parts = [gate.JobGate, gate.WorkerGate, gate.CrawlGate, gate.StorageGate]
+    assert all(isinstance(store, part) for part in parts)
+    for part in parts:
+        for name, call in vars(part).items():
+            if not name.startswith("_") and callable(call):
+                assert getattr(type(store), name) is call, f"{type(store).__name__}.{name}"

@@ -15,9 +15,10 @@ import pytest
 
 import crawlq
 from crawlq import App, JobContext
+from crawlq.jobs import JobSpec, Lease
 from crawlq.limits import Limits
 from crawlq.payload import MAX_COUNT, MAX_DEPTH, MAX_PRIORITY, MAX_SECONDS, MAX_TIMESTAMP
-from crawlq.stores.base import Store
+from crawlq.stores.base import Failure, Release, Store
 
 NAN, INF = float("nan"), float("inf")
 
@@ -289,3 +290,62 @@ def test_any_json_value_of_the_arguments_is_kept_exactly(app: App, value: object
 
     job = app.get_job(t.schedule(value, key="k").job_id)
     assert job is not None and job.args == [value] and repr(job.args) == repr([value])
+
+
+# -- numbers given to the store itself ---------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [NAN, INF, -INF])
+@pytest.mark.parametrize(
+    ("name", "call"),
+    [
+        ("now", lambda s, x: s.job_schedule([JobSpec(queue="q", task="t")], now=x)),
+        ("delay", lambda s, x: s.job_schedule([JobSpec(queue="q", task="t", delay=x)])),
+        ("run_at", lambda s, x: s.job_schedule([JobSpec(queue="q", task="t", run_at=x)])),
+        (
+            "lease_seconds",
+            lambda s, x: s.job_schedule([JobSpec(queue="q", task="t", lease_seconds=x)]),
+        ),
+        ("timeout", lambda s, x: s.job_schedule([JobSpec(queue="q", task="t", timeout=x)])),
+        (
+            "retry_delay",
+            lambda s, x: s.job_fail([Failure(lease=Lease(1, "t"), error="e", retry_delay=x)]),
+        ),
+        ("delay", lambda s, x: s.job_release([Release(lease=Lease(1, "t"), delay=x)])),
+        ("run_at", lambda s, x: s.job_reschedule([1], x)),
+        ("retention", lambda s, x: s.job_prune(retention=x)),
+        ("within", lambda s, x: s.job_next_gated(["q"], within=x)),
+        ("dead_after", lambda s, x: s.worker_reap(dead_after=x)),
+        ("ttl", lambda s, x: s.maintenance_acquire("duty", "me", x)),
+        ("until", lambda s, x: s.limit_block("k", x)),
+        ("now", lambda s, x: s.queue_stats(now=x)),
+        ("finished_before", lambda s, x: s.job_list(crawlq.JobFilter(finished_before=x))),
+    ],
+    ids=[
+        "schedule-now",
+        "schedule-delay",
+        "schedule-run_at",
+        "schedule-lease",
+        "schedule-timeout",
+        "fail",
+        "release",
+        "reschedule",
+        "prune",
+        "next_gated",
+        "reap",
+        "maintenance",
+        "block",
+        "stats-now",
+        "filter",
+    ],
+)
+def test_a_number_that_is_not_finite_is_refused_alike_by_the_store(
+    store: Store, name: str, call: Any, bad: float
+) -> None:
+    """The store gate (crawlq.stores.gate) refuses it before any I/O, with one message
+    on every store (Redis raised StoreError for some of these)."""
+    with pytest.raises(crawlq.ConfigurationError) as caught:
+        call(store, bad)
+    assert str(caught.value) == f"{name} must be a finite number, not {bad!r}"
+    assert store.job_list(crawlq.JobFilter()) == []
+    assert store.limit_get(["k"]) == [None]

@@ -25,7 +25,10 @@ from tests import servers
 
 psycopg = pytest.importorskip("psycopg")
 
-from crawlq.stores.postgres.store import PostgresStore, Q, _filtered, _limited  # noqa: E402
+from crawlq.stores.postgres.core import Q  # noqa: E402
+from crawlq.stores.postgres.core import filtered as _filtered  # noqa: E402
+from crawlq.stores.postgres.core import limited as _limited  # noqa: E402
+from crawlq.stores.postgres.store import PostgresStore  # noqa: E402
 
 T0 = 1_000_000.0
 OpenPG = Callable[..., PostgresStore]

@@ -626,7 +626,7 @@ def test_a_crawls_pending_set_holds_exactly_its_pending_jobs(
 def test_prune_pages_through_limit_keys(
     server: servers.PrivateRedis, prefix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from crawlq.stores.redis import store as module
+    from crawlq.stores.redis import queues as module
 
     monkeypatch.setattr(module, "PRUNE_BUDGET", 3)
     store = open_on(server.url, prefix)

@@ -1,0 +1,89 @@
+"""The Redis store's jobs: scheduling, claims and what ends or returns a lease (one
+script each).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+
+from crawlq.jobs import Job, JobSpec, Lease, Outcome, ScheduleResult
+from crawlq.stores.base import ClaimParams, Completion, Failure, Release
+from crawlq.stores.codec import dumps, jobs_from_reply, spec_row
+from crawlq.stores.gate import JobGate
+from crawlq.stores.redis.core import RedisCore, now_arg, number, opt_number, refused
+from crawlq.types import JobId, Timestamp
+
+
+class RedisJobs(RedisCore, JobGate):
+    """Scheduling, claiming and the ends of leases (``JobStore``)."""
+
+    def _job_schedule(
+        self, specs: Sequence[JobSpec], now: Timestamp | None
+    ) -> list[ScheduleResult]:
+        args = [now_arg(now), dumps([spec_row(spec) for spec in specs])]
+        rows = self._run("scheduling jobs", "job_schedule", args)
+        refused(rows)
+        return [ScheduleResult(int(job_id), Outcome(outcome)) for job_id, outcome in rows]
+
+    def _job_claim(self, params: ClaimParams) -> list[Job]:
+        args = [now_arg(params.now), params.worker_id, str(params.limit), *params.queues]
+        return jobs_from_reply(self._run("claiming jobs", "job_claim", args))
+
+    def _per_item(
+        self, operation: str, script: str, now: Timestamp | None, items: list[str]
+    ) -> list[bool]:
+        if not items:
+            return []
+        return [bool(ok) for ok in self._run(operation, script, [now_arg(now), *items])]
+
+    def _job_heartbeat(self, leases: Sequence[Lease], now: Timestamp | None) -> list[bool]:
+        items = [part for lease in leases for part in (str(lease.job_id), lease.token)]
+        return self._per_item("heartbeating leases", "job_heartbeat", now, items)
+
+    def _job_complete(self, completions: Sequence[Completion], now: Timestamp | None) -> list[bool]:
+        rows = [
+            [
+                str(c.lease.job_id),
+                c.lease.token,
+                dumps(c.result),
+                [spec_row(child) for child in c.children],
+            ]
+            for c in completions
+        ]
+        return self._per_item("completing jobs", "job_complete", now, [dumps(rows)])
+
+    def _job_fail(self, failures: Sequence[Failure], now: Timestamp | None) -> list[bool]:
+        items = [
+            part
+            for f in failures
+            for part in (
+                str(f.lease.job_id),
+                f.lease.token,
+                f.error,
+                opt_number(f.retry_delay),
+                f.reason,
+            )
+        ]
+        return self._per_item("recording failed attempts", "job_fail", now, items)
+
+    def _job_release(self, releases: Sequence[Release], now: Timestamp | None) -> list[bool]:
+        items = [
+            part for r in releases for part in (str(r.lease.job_id), r.lease.token, number(r.delay))
+        ]
+        return self._per_item("releasing jobs", "job_release", now, items)
+
+    def _job_expire_leases(self, now: Timestamp | None) -> list[JobId]:
+        expired = self._run("returning expired leases", "job_expire_leases", [now_arg(now)])
+        return [int(job_id) for job_id in expired]
+
+    def _job_cancel(self, ids: Sequence[JobId], now: Timestamp | None) -> list[JobId]:
+        args = [now_arg(now), *(str(operator.index(i)) for i in ids)]
+        return [int(job_id) for job_id in self._run("cancelling jobs", "job_cancel", args)]
+
+    def _job_reschedule(
+        self, ids: Sequence[JobId], run_at: Timestamp | None, now: Timestamp | None
+    ) -> list[JobId]:
+        when = "" if run_at is None else number(run_at)
+        args = [now_arg(now), when, *(str(operator.index(i)) for i in ids)]
+        return [int(job_id) for job_id in self._run("rescheduling jobs", "job_reschedule", args)]

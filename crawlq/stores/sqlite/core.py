@@ -1,0 +1,147 @@
+"""The SQLite store's settings, connection, transactions and error translation: what
+every part of the store (``jobs.py``, ``queues.py``, ``workers.py``, ``crawls.py``,
+``storage.py``) runs its queries through, and its rows decoded (``crawlq.stores.codec``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from crawlq.crawls import CrawlInfo
+from crawlq.exceptions import ConfigurationError
+from crawlq.jobs import Job
+from crawlq.limits import KeyLimit
+from crawlq.stores._sqlfile import load_queries
+from crawlq.stores.checks import driver_errors
+from crawlq.stores.codec import crawl_info, job_from_row, key_limit, loads, request_from_row
+from crawlq.stores.conflict import Request
+from crawlq.types import Timestamp
+
+T = TypeVar("T")
+
+Q = load_queries("crawlq.stores.sqlite")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SQLiteSettings:
+    """How the SQLite store opens its file.
+
+    - ``path``: the database file (created with its directory's permissions).
+    - ``busy_timeout``: seconds a call waits for another process's write lock before
+      raising ``StoreUnavailable`` (default 60).
+    - ``synchronous``: ``normal`` (default) or ``full`` (a commit also survives power loss, at
+      about a tenth of the commit rate). With ``normal`` a killed process or a clean
+      reboot never loses a commit; a power cut may lose the last ones.
+    - ``poll_interval``: seconds between two looks at ``data_version`` while waiting (0.002).
+    - ``create``: make the file when it is missing (default). False refuses a missing file
+      with a ``ConfigurationError`` naming it (``open_store(url, create=False)``).
+    """
+
+    path: str
+    busy_timeout: float = 60.0
+    synchronous: str = "normal"
+    poll_interval: float = 0.002
+    create: bool = True
+
+    def __post_init__(self) -> None:
+        if self.path in ("", ":memory:") or self.path.startswith("file::memory:"):
+            raise ConfigurationError(
+                "the SQLite store needs a file that several connections can share, not an "
+                "in-memory database: use a path such as sqlite:///jobs.db"
+            )
+        if self.synchronous not in ("full", "normal"):
+            raise ConfigurationError(
+                f"synchronous={self.synchronous!r} is not supported: use 'full' or 'normal'"
+            )
+        if self.busy_timeout <= 0 or self.poll_interval <= 0:
+            raise ConfigurationError("busy_timeout and poll_interval must be positive seconds")
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _transient(exc: Exception) -> str | None:
+    """A lock another process held too long, or a full disk: a later call may work."""
+    if isinstance(exc, sqlite3.OperationalError):
+        if is_busy(exc):
+            return "SQLite stayed locked by another process"
+        if "disk is full" in str(exc):
+            return "SQLite's disk is full"
+    return None
+
+
+def translate(operation: str) -> AbstractContextManager[None]:
+    """Turn driver errors into crawlq errors, keeping the cause."""
+    return driver_errors("SQLite", operation, sqlite3.Error, _transient)
+
+
+def row_job(row: sqlite3.Row) -> Job:
+    return job_from_row(row, loads)
+
+
+def row_request(row: sqlite3.Row) -> Request:
+    """The request a pending job's row holds (``run_at`` its own, for a front)."""
+    return request_from_row(row, loads)
+
+
+def row_crawl(row: sqlite3.Row) -> CrawlInfo:
+    return crawl_info(row, json.loads(row["meta"]))
+
+
+def row_key_limit(row: sqlite3.Row) -> KeyLimit:
+    return key_limit(row, row["next_start"] if row["front"] is not None else None)
+
+
+class SQLiteCore:
+    """What every part of the SQLite store runs its queries through: the connections,
+    one write transaction per call, reads, and the store's clock."""
+
+    settings: SQLiteSettings
+    _lock: threading.RLock
+    _wait_lock: threading.Lock
+    _conn: sqlite3.Connection
+    _wait_conn: sqlite3.Connection
+
+    def _write(self, operation: str, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` in one write transaction; all of it commits or none of it."""
+        with self._lock, translate(operation):
+            conn = self._conn
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(conn)
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            return result
+
+    def _read(self, operation: str, work: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock, translate(operation):
+            return work(self._conn)
+
+    def _now(self, now: Timestamp | None) -> Timestamp:
+        return time.time() if now is None else now
+
+    def _take_unless_held(
+        self, doing: tuple[str, str], held: str, take: str, params: dict[str, Any]
+    ) -> bool:
+        """Query ``take`` (a write that returns a row when it took the thing) unless the
+        read-only probe ``held`` says another holds it: False then, and no write lock.
+        ``doing``: what the probe and the write are doing, for errors."""
+        probing, taking = doing
+        if self._read(probing, lambda c: bool(c.execute(Q[held], params).fetchone()[0])):
+            return False
+        return self._write(taking, lambda c: c.execute(Q[take], params).fetchone() is not None)
+
+    def _crawl_exists(self, conn: sqlite3.Connection, crawl_id: int) -> bool:
+        return conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone() is not None

@@ -1,0 +1,214 @@
+"""The SQLite store's jobs: scheduling, claims and what ends or returns a lease."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from crawlq.jobs import Job, JobSpec, Lease, ScheduleResult
+from crawlq.stores import states
+from crawlq.stores.base import ClaimParams, Completion, Failure, Release
+from crawlq.stores.codec import dumps
+from crawlq.stores.gate import JobGate
+from crawlq.stores.sqlite.core import Q, row_job, row_request
+from crawlq.stores.sqlite.scheduling import SQLiteScheduling, Touched
+from crawlq.types import JobId, Timestamp
+
+
+class SQLiteJobs(SQLiteScheduling, JobGate):
+    """Scheduling, claiming and the ends of leases (``JobStore``)."""
+
+    def _job_schedule(
+        self, specs: Sequence[JobSpec], now: Timestamp | None
+    ) -> list[ScheduleResult]:
+        t = self._now(now)
+
+        def work(conn: sqlite3.Connection) -> list[ScheduleResult]:
+            touched = Touched()
+            results = [self._schedule_one(conn, s, t, touched) for s in specs]
+            self._settle(conn, touched, t)
+            return [r for r in results if r is not None]
+
+        return self._write("scheduling jobs", work)
+
+    def _job_claim(self, params: ClaimParams) -> list[Job]:
+        now = self._now(params.now)
+        if not self._read("probing for due jobs", lambda c: self._any_due(c, params.queues, now)):
+            return []
+        return self._write("claiming jobs", lambda conn: self._claim(conn, params, now))
+
+    @staticmethod
+    def _any_due(conn: sqlite3.Connection, queues: Sequence[str], now: float) -> bool:
+        return any(
+            conn.execute(Q["job_has_due"], {"queue": q, "now": now}).fetchone()[0] for q in queues
+        )
+
+    def _claim(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> list[Job]:
+        """Claim rounds: a round that claimed a limit key's front reconciles its key, and
+        while room remains looks again (the key's next front may be due now)."""
+        jobs: list[Job] = []
+        while len(jobs) < params.limit:
+            claimed = self._claim_round(conn, params, params.limit - len(jobs), now)
+            jobs.extend(claimed)
+            keys = sorted({j.limit_key for j in claimed if j.limit_key is not None})
+            if not keys:
+                break
+            for key in keys:
+                self._reconcile(conn, key, now)
+        jobs.sort(key=lambda j: states.claim_order(j.priority, j.run_at, j.id))
+        return jobs
+
+    def _claim_round(
+        self, conn: sqlite3.Connection, params: ClaimParams, limit: int, now: float
+    ) -> list[Job]:
+        candidates: list[tuple[int, float, int]] = []
+        for queue in dict.fromkeys(params.queues):
+            conn.execute(Q["job_promote_due"], {"queue": queue, "now": now})
+            found = conn.execute(
+                Q["job_claim_candidates"], {"queue": queue, "now": now, "limit": limit}
+            )
+            candidates.extend(
+                states.claim_order(r["priority"], r["run_at"], r["id"]) for r in found
+            )
+        if not candidates:
+            return []
+        picked = sorted(candidates)[:limit]
+        rows = conn.execute(
+            Q["job_claim_ids"],
+            {"ids": dumps([c[2] for c in picked]), "worker_id": params.worker_id, "now": now},
+        ).fetchall()
+        return [row_job(r) for r in rows]
+
+    def _per_item(self, operation: str, query: str, items: Sequence[dict[str, Any]]) -> list[bool]:
+        def work(conn: sqlite3.Connection) -> list[bool]:
+            return [conn.execute(Q[query], item).rowcount == 1 for item in items]
+
+        return self._write(operation, work) if items else []
+
+    def _job_heartbeat(self, leases: Sequence[Lease], now: Timestamp | None) -> list[bool]:
+        t = self._now(now)
+        items = [{"id": lease.job_id, "token": lease.token, "now": t} for lease in leases]
+        return self._per_item("heartbeating leases", "job_heartbeat", items)
+
+    def _job_release(self, releases: Sequence[Release], now: Timestamp | None) -> list[bool]:
+        t = self._now(now)
+        items = [
+            {"id": r.lease.job_id, "token": r.lease.token, "delay": r.delay, "now": t}
+            for r in releases
+        ]
+
+        def work(conn: sqlite3.Connection) -> list[bool]:
+            touched = Touched()
+            applied = []
+            for item in items:
+                rows = conn.execute(Q["job_release"], item).fetchall()
+                touched.note(rows, crawls=False)  # released jobs stay outstanding
+                applied.append(bool(rows))
+            self._settle(conn, touched, t)
+            return applied
+
+        return self._write("releasing jobs", work) if items else []
+
+    def _ending(
+        self,
+        operation: str,
+        query: str,
+        items: Sequence[dict[str, Any]],
+        now: float,
+        children: Sequence[Sequence[JobSpec]] = (),
+    ) -> list[bool]:
+        """Apply a state change that may end jobs, then spawn their remembered requests
+        and (for completions) their children (dropped when their crawl is closed), then
+        settle keys and crawls."""
+
+        def work(conn: sqlite3.Connection) -> list[bool]:
+            touched = Touched()
+            applied: list[bool] = []
+            for i, item in enumerate(items):
+                rows = conn.execute(Q[query], item).fetchall()
+                applied.append(bool(rows))
+                touched.note(rows)
+                ended = [r for r in rows if r["state"] in ("done", "dead")]
+                self._spawn_followups(conn, ended, now, touched)
+                if rows and children:
+                    for spec in children[i]:
+                        self._schedule_one(conn, spec, now, touched, drop_closed=True)
+            self._settle(conn, touched, now)
+            return applied
+
+        return self._write(operation, work) if items else []
+
+    def _job_complete(self, completions: Sequence[Completion], now: Timestamp | None) -> list[bool]:
+        t = self._now(now)
+        items = [
+            {"id": c.lease.job_id, "token": c.lease.token, "result": dumps(c.result), "now": t}
+            for c in completions
+        ]
+        kids = [c.children for c in completions]
+        return self._ending("completing jobs", "job_complete", items, t, kids)
+
+    def _job_fail(self, failures: Sequence[Failure], now: Timestamp | None) -> list[bool]:
+        t = self._now(now)
+        items = [
+            {
+                "id": f.lease.job_id,
+                "token": f.lease.token,
+                "error": f.error,
+                "retry_delay": f.retry_delay,
+                "reason": f.reason,
+                "now": t,
+            }
+            for f in failures
+        ]
+        return self._ending("recording failed attempts", "job_fail", items, t)
+
+    def _job_expire_leases(self, now: Timestamp | None) -> list[JobId]:
+        t = self._now(now)
+
+        def any_expired(conn: sqlite3.Connection) -> bool:
+            return bool(conn.execute(Q["job_any_lease_expired"], {"now": t}).fetchone()[0])
+
+        if not self._read("probing for expired leases", any_expired):
+            return []  # the common case takes no write lock
+
+        def work(conn: sqlite3.Connection) -> list[JobId]:
+            rows = conn.execute(
+                Q["job_expire_leases"], {**states.LEASE_EXPIRED, "now": t}
+            ).fetchall()
+            return self._leases_returned(conn, rows, t)
+
+        return self._write("returning expired leases", work)
+
+    def _job_cancel(self, ids: Sequence[JobId], now: Timestamp | None) -> list[JobId]:
+        t = self._now(now)
+
+        def work(conn: sqlite3.Connection) -> list[JobId]:
+            rows = conn.execute(Q["job_cancel"], {"ids": dumps(list(ids)), "now": t}).fetchall()
+            touched = Touched()
+            touched.note(rows)
+            self._settle(conn, touched, t)
+            return sorted(int(r["id"]) for r in rows)
+
+        return self._write("cancelling jobs", work) if ids else []
+
+    def _job_reschedule(
+        self, ids: Sequence[JobId], run_at: Timestamp | None, now: Timestamp | None
+    ) -> list[JobId]:
+        t = self._now(now)
+        when = t if run_at is None else run_at
+
+        def work(conn: sqlite3.Connection) -> list[JobId]:
+            touched = Touched()
+            moved: list[JobId] = []
+            for job_id in sorted(set(ids)):
+                row = conn.execute(Q["job_pending_by_id"], {"id": job_id}).fetchone()
+                if row is not None:
+                    request = dataclasses.replace(row_request(row), run_at=when)
+                    self._update_pending(conn, job_id, request, t, touched)
+                    moved.append(job_id)
+            self._settle(conn, touched, t)
+            return moved
+
+        return self._write("rescheduling jobs", work) if ids else []

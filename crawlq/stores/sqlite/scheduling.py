@@ -1,0 +1,245 @@
+"""Scheduling inside a SQLite write transaction, and the settling that ends every write
+that touched a limit key or a crawl (``_settle``): each key gets its front back
+(``crawlq.limits``), then each open crawl with nothing outstanding finishes and schedules
+its ``on_finish``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from crawlq.crawls import OPEN_CRAWL_STATES, CrawlState, no_such_crawl
+from crawlq.jobs import JobSpec, Outcome, ScheduleResult
+from crawlq.stores import states
+from crawlq.stores.checks import crawl_closed
+from crawlq.stores.codec import limits_from, on_finish_spec, request_params
+from crawlq.stores.conflict import Request, merge
+from crawlq.stores.sqlite.core import Q, SQLiteCore, row_request
+from crawlq.types import JobId
+
+
+@dataclass(slots=True)
+class Touched:
+    """What one transaction changed that must be settled before it commits: limit keys
+    to reconcile and crawls that may have finished."""
+
+    keys: set[str] = field(default_factory=set)
+    crawls: set[int] = field(default_factory=set)
+    ensured: set[str] = field(default_factory=set)
+    """Keys whose record this transaction already made sure of."""
+
+    def note(self, rows: Iterable[sqlite3.Row], *, crawls: bool = True) -> None:
+        for row in rows:
+            if row["limit_key"] is not None:
+                self.keys.add(row["limit_key"])
+            if crawls and row["crawl_id"] is not None:
+                self.crawls.add(row["crawl_id"])
+
+
+class SQLiteScheduling(SQLiteCore):
+    """Writes that schedule jobs and settle what they touched, inside a write transaction:
+    shared by scheduling, completion (children, remembered requests), crawls (start
+    jobs, ``on_finish``) and worker reaping."""
+
+    def _open_crawl(
+        self, conn: sqlite3.Connection, crawl_id: int, *, drop_closed: bool
+    ) -> sqlite3.Row | None:
+        """The open crawl a job joins: ``CrawlNotFound`` if there is none; if it is
+        closed, ``CrawlClosed``, or None with ``drop_closed`` (children, follow-ups)."""
+        row: sqlite3.Row | None = conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone()
+        if row is None:
+            raise no_such_crawl(crawl_id)
+        if row["state"] in OPEN_CRAWL_STATES:
+            return row
+        if drop_closed:
+            return None
+        raise crawl_closed(crawl_id, row["state"])
+
+    def _schedule_one(
+        self,
+        conn: sqlite3.Connection,
+        spec: JobSpec,
+        now: float,
+        touched: Touched,
+        *,
+        drop_closed: bool = False,
+    ) -> ScheduleResult | None:
+        """Schedule one spec; None only when ``drop_closed`` dropped it."""
+        fp = spec.fingerprint  # checked by the gate
+        crawl = None
+        if spec.crawl is not None:
+            crawl = self._open_crawl(conn, spec.crawl, drop_closed=drop_closed)
+            if crawl is None:
+                return None
+            if fp is not None:
+                new = conn.execute(Q["seen_insert"], {"crawl_id": spec.crawl, "fp": fp})
+                if new.fetchone() is None:
+                    return ScheduleResult(0, Outcome.SEEN)
+        incoming = Request.from_spec(spec, now)
+        inserted = self._insert(conn, spec.queue, spec.key, incoming, now, touched, crawl)
+        if inserted is not None:
+            return ScheduleResult(inserted, Outcome.CREATED)
+        live = conn.execute(Q["job_get_live_by_key"], {"queue": spec.queue, "key": spec.key})
+        row = live.fetchone()
+        if row["state"] == "running":
+            return self._defer(conn, row, incoming, spec)
+        merged = merge(row_request(row), incoming, spec.on_conflict)
+        if merged is None:
+            return ScheduleResult(row["id"], Outcome.UNCHANGED)
+        self._update_pending(conn, row["id"], merged, now, touched)
+        return ScheduleResult(row["id"], Outcome.UPDATED)
+
+    def _update_pending(
+        self,
+        conn: sqlite3.Connection,
+        job_id: JobId,
+        request: Request,
+        now: float,
+        touched: Touched,
+    ) -> None:
+        """Write a pending job's new request; its state follows (job_update_pending)."""
+        params = {**request_params(request), "now": now, "id": job_id}
+        touched.note(conn.execute(Q["job_update_pending"], params).fetchall(), crawls=False)
+
+    def _defer(
+        self, conn: sqlite3.Connection, row: sqlite3.Row, incoming: Request, spec: JobSpec
+    ) -> ScheduleResult:
+        """Remember a request for a running key (one per key, merged by the policy)."""
+        if row["followup"] is None:
+            merged: Request | None = incoming
+        else:
+            merged = merge(Request.from_json(row["followup"]), incoming, spec.on_conflict)
+        if merged is None:
+            return ScheduleResult(row["id"], Outcome.UNCHANGED)
+        conn.execute(Q["job_set_followup"], {"id": row["id"], "followup": merged.to_json()})
+        return ScheduleResult(row["id"], Outcome.DEFERRED)
+
+    def _insert(
+        self,
+        conn: sqlite3.Connection,
+        queue: str,
+        key: str | None,
+        request: Request,
+        now: float,
+        touched: Touched,
+        crawl: sqlite3.Row | None,
+    ) -> JobId | None:
+        """Insert a pending job unless (queue, key) is live: held in a paused crawl,
+        waiting behind its limit key (reconciled when the transaction settles), else ready
+        or scheduled by run_at."""
+        limit_key = request.limit_key
+        paused = crawl is not None and crawl["state"] == CrawlState.PAUSED
+        state = states.pending_state(paused, limit_key is not None, request.run_at <= now)
+        if limit_key is not None and limit_key not in touched.ensured:
+            self._ensure_key(conn, limit_key, queue, None if crawl is None else crawl["limits"])
+            touched.ensured.add(limit_key)
+        params = {
+            **request_params(request),
+            "now": now,
+            "queue": queue,
+            "key": key,
+            "state": state,
+            "crawl_id": request.crawl,
+            "limit_key": limit_key,
+        }
+        rows = conn.execute(Q["job_insert"], params).fetchall()
+        if not rows:
+            return None
+        if state == "waiting" and limit_key is not None:
+            touched.keys.add(limit_key)
+        return int(rows[0][0])
+
+    def _spawn_followups(
+        self, conn: sqlite3.Connection, rows: list[sqlite3.Row], now: float, touched: Touched
+    ) -> None:
+        """Turn the remembered request of each ended job into a pending job (dropped if
+        its crawl has closed meanwhile). Siblings: the update trigger of the PostgreSQL
+        store (migrations/0008_rules.sql), spawn_followups in redis/scripts/prelude.lua."""
+        for row in rows:
+            if row["followup"] is not None:
+                request = Request.from_json(row["followup"])
+                crawl = None
+                if request.crawl is not None:
+                    crawl = self._open_crawl(conn, request.crawl, drop_closed=True)
+                    if crawl is None:
+                        continue
+                self._insert(conn, row["queue"], row["key"], request, now, touched, crawl)
+
+    def _ensure_key(
+        self, conn: sqlite3.Connection, key: str, queue: str, crawl_limits: str | None
+    ) -> None:
+        """Make sure ``key`` has a record with fixed settings before a job joins it."""
+        limits = limits_from(crawl_limits)
+        conn.execute(
+            Q["limit_ensure"],
+            {
+                "key": key,
+                "queue": queue,
+                "from_crawl": limits is not None,
+                "max_running": None if limits is None else limits.max_running,
+                "min_interval": 0.0 if limits is None else limits.min_interval,
+            },
+        )
+
+    def _reconcile(self, conn: sqlite3.Connection, key: str, now: float) -> None:
+        """Give ``key`` a front if it has none, room under its cap and a waiting job: the
+        best one, due at max(its run_at, last start + min_interval, blocked_until).
+        Siblings: crawlq_reconcile (postgres/migrations/0008_rules.sql), reconcile in
+        redis/scripts/prelude.lua."""
+        row = conn.execute(Q["limit_take_front"], {"key": key}).fetchone()
+        if row is None or row["front"] is None:
+            return
+        gate = 0.0
+        if row["last_start"] is not None:
+            gate = row["last_start"] + row["min_interval"]
+        if row["blocked_until"] is not None:
+            gate = max(gate, row["blocked_until"])
+        conn.execute(Q["limit_front_due"], {"id": row["front"], "gate": gate, "now": now})
+
+    def _retime(self, conn: sqlite3.Connection, key: str, now: float) -> None:
+        """Settings or block of ``key`` changed: its front goes back and is chosen again."""
+        conn.execute(Q["limit_demote_front"], {"key": key})
+        self._reconcile(conn, key, now)
+
+    def _settle(self, conn: sqlite3.Connection, touched: Touched, now: float) -> None:
+        """End of a write: reconcile the touched keys, then finish each touched crawl with
+        nothing outstanding, scheduling its ``on_finish`` in this transaction."""
+        while touched.keys or touched.crawls:
+            keys, touched.keys = sorted(touched.keys), set()
+            for key in keys:
+                self._reconcile(conn, key, now)
+            crawls, touched.crawls = sorted(touched.crawls), set()
+            for crawl_id in crawls:
+                self._crawl_finish(conn, crawl_id, now, touched)
+
+    def _crawl_finish(
+        self, conn: sqlite3.Connection, crawl_id: int, now: float, touched: Touched
+    ) -> None:
+        """Finish an open crawl with nothing outstanding and schedule its on_finish.
+        Siblings: crawlq_crawl_finish (postgres/migrations/0008_rules.sql), crawl_finish
+        in redis/scripts/prelude.lua."""
+        row = conn.execute(Q["crawl_finish"], {"id": crawl_id, "now": now}).fetchone()
+        if row is None or row["on_finish"] is None:
+            return
+        result = self._schedule_one(conn, on_finish_spec(row["on_finish"]), now, touched)
+        if result is not None and result.job_id:
+            conn.execute(Q["crawl_set_on_finish_job"], {"id": crawl_id, "job_id": result.job_id})
+
+    def _leases_returned(
+        self, conn: sqlite3.Connection, rows: list[sqlite3.Row], now: float
+    ) -> list[JobId]:
+        """The bookkeeping of running jobs taken back from their worker (expired lease,
+        worker declared dead): the ones that died spawn their remembered requests, then
+        keys and crawls settle. The counters follow by trigger. Returns their ids, sorted."""
+        touched = Touched()
+        touched.note(rows)
+        self._spawn_followups(conn, [r for r in rows if r["state"] == "dead"], now, touched)
+        self._settle(conn, touched, now)
+        return sorted(int(r["id"]) for r in rows)
+
+
+def with_crawl(spec: JobSpec, crawl_id: int) -> JobSpec:
+    return dataclasses.replace(spec, crawl=crawl_id)
