@@ -24,7 +24,7 @@ from typing import Any
 
 import uvicorn
 
-from crawlq import App, WorkerSettings
+from crawlq import App, Worker, WorkerSettings
 from crawlq.stores.base import ClaimParams, Failure
 from crawlq.web import create_app
 
@@ -126,7 +126,7 @@ def serve(app: App, **tokens: Any) -> Iterator[str]:
 @contextmanager
 def worker(app: App, queues: tuple[str, ...] = ("pages",)) -> Iterator[None]:
     """A worker draining ``queues`` in a thread."""
-    w = app.worker(WorkerSettings(queues=queues, concurrency=4, poll_timeout=0.05))
+    w = Worker(app, WorkerSettings(queues=queues, concurrency=4, poll_timeout=0.05))
     thread = threading.Thread(target=w.run, daemon=True)
     thread.start()
     try:

@@ -153,10 +153,11 @@ def child_main(
     store_url: str | None,
     worker_id: str,
     log_level: int,
-    crawler: bool,
+    setups: tuple[str, ...],
     conn: Connection,
 ) -> None:
-    """A child's life: import the app, then run jobs from ``conn`` until told to stop."""
+    """A child's life: import the app, run again the set-ups the worker's app ran
+    (``crawlq.setups``), then run jobs from ``conn`` until told to stop."""
     # The worker decides when its children stop: a Ctrl-C or SIGTERM sent to the whole
     # process group must not interrupt a job here.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -166,10 +167,7 @@ def child_main(
     app = import_app(app_ref)
     if store_url is not None:
         app.use_store(store_url)
-    if crawler:  # the parent's app runs the built-in crawler's pages (`crawlq worker`)
-        from crawlq.crawler.pages import install
-
-        install(app)
+    app.setups.run_again(app, setups)
     conn.send_bytes(READY)
     while True:
         try:
@@ -189,7 +187,7 @@ def child_main(
 class _Child:
     """One child process and the worker's end of its pipe."""
 
-    def __init__(self, args: tuple[str, str | None, str, int, bool], slot: int) -> None:
+    def __init__(self, args: tuple[str, str | None, str, int, tuple[str, ...]], slot: int) -> None:
         """``args``: what ``child_main`` takes before its pipe."""
         mp = multiprocessing.get_context("spawn")
         ours, theirs = mp.Pipe()
@@ -268,7 +266,7 @@ class ProcessRuntime:
             ctx.app.store_url,
             ctx.worker_id,
             logger.getEffectiveLevel(),
-            "crawlq.page" in ctx.app.tasks,
+            ctx.app.setups.references(),
         )
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
