@@ -20,7 +20,6 @@ import json
 import logging
 import multiprocessing
 import os
-import queue
 import signal
 import sys
 import threading
@@ -34,7 +33,7 @@ from crawlq.jobs import ConflictPolicy, Job, JobSpec, JobState
 from crawlq.stores.base import Completion, Failure, Release
 from crawlq.worker.execute import Outcome, backoff_of, execute, lost
 from crawlq.worker.memory import resident_bytes
-from crawlq.worker.runtimes import take_queued
+from crawlq.worker.runtimes import SlotQueue
 
 if TYPE_CHECKING:
     from crawlq.app import App
@@ -257,8 +256,9 @@ class _Child:
         self.conn.close()
 
 
-class ProcessRuntime:
+class ProcessRuntime(SlotQueue):
     def __init__(self, ctx: RuntimeContext) -> None:
+        super().__init__()
         self._ctx = ctx
         self.app_ref = ctx.app_ref or find_app_reference(ctx.app)
         self._child_args = (
@@ -268,7 +268,6 @@ class ProcessRuntime:
             logger.getEffectiveLevel(),
             ctx.app.setups.references(),
         )
-        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._running: dict[int, _Child] = {}
         self._children: dict[int, _Child] = {}  # by slot
@@ -306,7 +305,7 @@ class ProcessRuntime:
                     return
                 self._replace(slot, child)
                 continue
-            job = self._queue.get()
+            job = self.next_job()
             if job is None:
                 return
             if not hooks.begin(job):
@@ -359,12 +358,6 @@ class ProcessRuntime:
         with self._lock:
             self._children[slot] = new
 
-    def submit(self, job: Job) -> None:
-        self._queue.put(job)
-
-    def take_unstarted(self) -> list[Job]:
-        return take_queued(self._queue)
-
     def cancel(self, job: Job) -> None:
         with self._lock:
             child = self._running.get(job.id)
@@ -377,8 +370,7 @@ class ProcessRuntime:
 
     def stop(self) -> None:
         self._stopping.set()
-        for _ in self._threads:
-            self._queue.put(None)
+        self.stop_slots(len(self._threads))
         with self._lock:
             running = list(self._running.values())
         for child in running:
