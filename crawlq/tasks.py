@@ -270,9 +270,11 @@ class BoundTask(Generic[P, R]):
         return BoundTask(self.task, {**self.options, **options})
 
     def spec(self, *args: P.args, **kwargs: P.kwargs) -> JobSpec:
+        """The JobSpec of one call with these options, not yet scheduled."""
         return self.task.spec_for(args, kwargs, **self.options)
 
     def schedule(self, *args: P.args, **kwargs: P.kwargs) -> ScheduleResult:
+        """Schedule one job of this call with these options."""
         return self.task.app.schedule_many([self.spec(*args, **kwargs)])[0]
 
     def schedule_many(self, calls: Iterable[Sequence[Any]]) -> list[ScheduleResult]:
