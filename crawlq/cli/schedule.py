@@ -8,14 +8,15 @@ from typing import Any
 
 import click
 
-from crawlq.app import App, check_when
+from crawlq.app import App
 from crawlq.cli.common import current_target, json_option, open_app, target_options
 from crawlq.cli.output import print_json
 from crawlq.cli.params import parse_json_option, when_options
 from crawlq.config import DEFAULT_MAX_PAYLOAD_BYTES
-from crawlq.crawls import check_placement
 from crawlq.jobs import JobSpec
 from crawlq.payload import MAX_PRIORITY, check_name, encode_arguments
+from crawlq.specs import ScheduleOptions, spec_fields
+from crawlq.tasks import TaskOptions
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -53,27 +54,25 @@ def spec_from_app(app: App, req: Request) -> JobSpec:
 
 
 def spec_without_app(req: Request) -> JobSpec:
-    """A spec with default options, for a task this process does not know."""
+    """A spec with a task's default options, for a task this process does not know: the
+    template of ``TaskOptions`` with only its queue set, checked as a task's call is."""
     check_name(req.task, "task name")
-    if req.queue is not None:
-        check_name(req.queue, "queue name")
-    delay, run_at, priority = check_when(req.delay, req.at, req.key, req.priority)
-    check_placement(req.crawl, req.limit_key, None)
+    template = TaskOptions(queue=req.queue or req.task).template(req.task)
+    fields = spec_fields(
+        req.task,
+        ScheduleOptions(
+            delay=req.delay,
+            at=req.at,
+            key=req.key,
+            priority=req.priority,
+            crawl=req.crawl,
+            limit_key=req.limit_key,
+        ),
+    )
     args, kwargs = encode_arguments(
         req.task, req.args, req.kwargs, max_bytes=DEFAULT_MAX_PAYLOAD_BYTES
     )
-    return JobSpec(
-        queue=req.queue or req.task,
-        task=req.task,
-        args=args,
-        kwargs=kwargs,
-        key=req.key,
-        priority=priority or 0,
-        delay=delay or 0.0,
-        run_at=run_at,
-        crawl=req.crawl,
-        limit_key=req.limit_key,
-    )
+    return dataclasses.replace(template, args=args, kwargs=kwargs, **fields)
 
 
 @click.command()
