@@ -26,28 +26,14 @@ class Request:
     task: str
     args: list[Any]
     kwargs: dict[str, Any]
-    delay: float | None
-    at: datetime | None
-    key: str | None
-    priority: int | None
+    options: ScheduleOptions
     queue: str | None
-    crawl: int | None = None
-    limit_key: str | None = None
 
 
 def spec_from_app(app: App, req: Request) -> JobSpec:
     """The registered task's own spec (its queue, attempts, lease...), --queue aside."""
     task = app.get_task(req.task)
-    spec = task.spec_for(
-        req.args,
-        req.kwargs,
-        delay=req.delay,
-        at=req.at,
-        key=req.key,
-        priority=req.priority,
-        crawl=req.crawl,
-        limit_key=req.limit_key,
-    )
+    spec = task.spec_for(req.args, req.kwargs, **req.options)
     if req.queue is None:
         return spec
     return dataclasses.replace(spec, queue=check_name(req.queue, "queue name"))
@@ -58,17 +44,7 @@ def spec_without_app(req: Request) -> JobSpec:
     template of ``TaskOptions`` with only its queue set, checked as a task's call is."""
     check_name(req.task, "task name")
     template = TaskOptions(queue=req.queue or req.task).template(req.task)
-    fields = spec_fields(
-        req.task,
-        ScheduleOptions(
-            delay=req.delay,
-            at=req.at,
-            key=req.key,
-            priority=req.priority,
-            crawl=req.crawl,
-            limit_key=req.limit_key,
-        ),
-    )
+    fields = spec_fields(req.task, req.options)
     args, kwargs = encode_arguments(
         req.task, req.args, req.kwargs, max_bytes=DEFAULT_MAX_PAYLOAD_BYTES
     )
@@ -151,13 +127,10 @@ def schedule(
         task=task_name,
         args=parse_json_option("--args", args_json, list),
         kwargs=parse_json_option("--kwargs", kwargs_json, dict),
-        delay=delay,
-        at=at,
-        key=key,
-        priority=priority,
+        options=ScheduleOptions(
+            delay=delay, at=at, key=key, priority=priority, crawl=crawl_id, limit_key=limit_key
+        ),
         queue=queue,
-        crawl=crawl_id,
-        limit_key=limit_key,
     )
     with open_app(create=True) as app:
         spec = spec_from_app(app, req) if current_target().app_ref else spec_without_app(req)
