@@ -86,3 +86,17 @@ def test_ctx_schedule_takes_a_bound_task_and_joins_the_jobs_crawl(app: App) -> N
     assert sorted(seen) == ["a", "b"]
     info = app.get_crawl(crawl.id)
     assert (info.done, info.seen) == (3, 2)
+
+
+def test_a_spec_goes_through_json_whole(app: App) -> None:
+    """How a process runtime's child sends its follow-ups back (``spec_to_json``)."""
+    import json
+
+    from crawlq.jobs import spec_from_json, spec_to_json
+
+    @app.task(name="t", on_conflict="earliest", timeout=3.0)
+    def t(ctx: JobContext, url: str) -> None: ...
+
+    spec = t.with_options(crawl=4, seen="https://a.example/", key="k", delay=1.5).spec("u")
+    assert spec_from_json(json.loads(json.dumps(spec_to_json(spec)))) == spec
+    assert spec_from_json({"queue": "q", "task": "t"}) == JobSpec(queue="q", task="t")

@@ -29,7 +29,7 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from crawlq.exceptions import ConfigurationError
-from crawlq.jobs import ConflictPolicy, Job, JobSpec, JobState
+from crawlq.jobs import Job, JobState, spec_from_json, spec_to_json
 from crawlq.stores.base import Completion, Failure, Release
 from crawlq.worker.execute import Outcome, backoff_of, execute, lost
 from crawlq.worker.memory import resident_bytes
@@ -61,16 +61,9 @@ def job_from_wire(data: bytes) -> Job:
     return Job(**fields)
 
 
-def _spec_to_wire(spec: JobSpec) -> dict[str, Any]:
-    fields = asdict(spec)
-    if spec.fingerprint is not None:
-        fields["fingerprint"] = spec.fingerprint.hex()  # JSON has no bytes
-    return fields
-
-
 def outcome_to_wire(outcome: Outcome) -> bytes:
     if isinstance(outcome, Completion):
-        children = [_spec_to_wire(spec) for spec in outcome.children]
+        children = [spec_to_json(spec) for spec in outcome.children]
         body: dict[str, Any] = {"kind": "complete", "result": outcome.result, "children": children}
     elif isinstance(outcome, Failure):
         body = {"kind": "fail", "error": outcome.error, "retry_delay": outcome.retry_delay}
@@ -83,13 +76,8 @@ def outcome_to_wire(outcome: Outcome) -> bytes:
 def outcome_from_wire(job: Job, data: bytes) -> Outcome:
     body = json.loads(data)
     if body["kind"] == "complete":
-        children = []
-        for fields in body["children"]:
-            fields["on_conflict"] = ConflictPolicy(fields["on_conflict"])
-            if fields.get("fingerprint") is not None:
-                fields["fingerprint"] = bytes.fromhex(fields["fingerprint"])
-            children.append(JobSpec(**fields))
-        return Completion(lease=job.lease, result=body["result"], children=tuple(children))
+        children = tuple(spec_from_json(fields) for fields in body["children"])
+        return Completion(lease=job.lease, result=body["result"], children=children)
     if body["kind"] == "fail":
         return Failure(
             lease=job.lease,
