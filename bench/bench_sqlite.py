@@ -8,7 +8,7 @@ Not a test: it asserts nothing about speed. See bench/README.md for what each ro
 Every database lives in a temporary directory that is removed at the end (``--keep``
 keeps it). Worker processes are real subprocesses: ``python -m crawlq worker`` when the
 CLI offers ``--app``, ``--burst`` and ``--concurrency``, else a small runner file that
-calls ``app.worker(WorkerSettings(...)).run()`` (the same worker code).
+calls ``crawlq.Worker(app, WorkerSettings(...)).run()`` (the same worker code).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ import benchtasks
 import crawlq
 
 burst = "--burst" in sys.argv
-benchtasks.app.worker(crawlq.WorkerSettings(burst=burst, concurrency={concurrency})).run()
+crawlq.Worker(benchtasks.app, crawlq.WorkerSettings(burst=burst, concurrency={concurrency})).run()
 '''
 
 
@@ -363,7 +363,7 @@ class Bench:
                 f"--concurrency {CONCURRENCY} --prefetch {PREFETCH} [--burst]` (thread runtime)"
             )
         return (
-            "runner file: `benchtasks.app.worker(crawlq.WorkerSettings(burst=..., "
+            "runner file: `crawlq.Worker(benchtasks.app, crawlq.WorkerSettings(burst=..., "
             f"concurrency={CONCURRENCY})).run()` (thread runtime; `crawlq worker` CLI not "
             "available yet)"
         )

@@ -288,7 +288,7 @@ def schema_costs(tmp: Path, n: int, runs: int) -> None:
 
 
 def run_worker(app: crawlq.App) -> crawlq.Worker:
-    worker = app.worker(crawlq.WorkerSettings(burst=True, concurrency=8))
+    worker = crawlq.Worker(app, crawlq.WorkerSettings(burst=True, concurrency=8))
     worker.run()
     return worker
 

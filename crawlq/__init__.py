@@ -1,7 +1,8 @@
 """crawlq: a durable job queue made for web scraping and crawling.
 
 Start with ``App``: ``app = crawlq.App("sqlite:///jobs.db")``, ``@app.task``, then
-``task.schedule(...)`` and ``crawlq worker --app module:app``.
+``task.schedule(...)`` (options: ``task.with_options(delay=...).schedule(...)``) and
+``crawlq worker --app module:app``.
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ from crawlq.jobs import (
 )
 from crawlq.limits import KeyLimit, Limits
 from crawlq.retry import Backoff
+from crawlq.specs import ScheduleOptions
 from crawlq.stores import Store, open_store
 from crawlq.stores.base import JobFilter
-from crawlq.tasks import Task, TaskOptions
+from crawlq.tasks import BoundTask, Task, TaskOptions
 from crawlq.worker import Worker
 
 __version__ = "0.1.0"
@@ -47,6 +49,7 @@ __version__ = "0.1.0"
 __all__ = [
     "App",
     "Backoff",
+    "BoundTask",
     "ConfigurationError",
     "ConflictPolicy",
     "CrawlClosed",
@@ -67,6 +70,7 @@ __all__ = [
     "PayloadError",
     "QueueStats",
     "Retry",
+    "ScheduleOptions",
     "ScheduleResult",
     "Snooze",
     "Store",

@@ -6,20 +6,14 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, TypeVar, Unpack, cast, overload
 
-from crawlq.config import (
-    DEFAULT_MAX_PAYLOAD_BYTES,
-    DEFAULT_STORE_URL,
-    WorkerSettings,
-    store_command,
-)
+from crawlq.config import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_STORE_URL, store_command
 from crawlq.crawls import (
     OPEN_CRAWL_STATES,
     CrawlInfo,
     CrawlSpec,
     CrawlState,
-    check_key_text,
     check_placement,
     check_seen_has_crawl,
     no_such_crawl,
@@ -29,20 +23,13 @@ from crawlq.fingerprint import fingerprint_of
 from crawlq.hooks import FailureEvent, Hook, check_hook, run_hooks
 from crawlq.jobs import Job, JobSpec, QueueStats, ScheduleResult, WorkerInfo
 from crawlq.limits import KeyLimit, Limits
-from crawlq.payload import (
-    MAX_EXACT,
-    check_count,
-    check_moment,
-    check_name,
-    check_priority,
-    check_seconds,
-    encode_arguments,
-)
+from crawlq.payload import MAX_EXACT, check_count, check_name, check_seconds, encode_arguments
+from crawlq.setups import Setups
+from crawlq.specs import ScheduleOptions, check_when
 from crawlq.stores import Store, open_store
-from crawlq.tasks import Task, default_name, make_options
+from crawlq.tasks import Task, TaskDecorator, default_name, make_options
 
-if TYPE_CHECKING:
-    from crawlq.worker.worker import Worker
+__all__ = ["App", "check_when"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -71,6 +58,9 @@ class App:
         self.tasks: dict[str, Task[Any, Any]] = {}
         self.failure_hooks: list[Hook] = []
         self.dead_hooks: list[Hook] = []
+        self.setups = Setups()
+        """Functions that set this app up (``setup``): run again on the app a process
+        runtime's child imports."""
 
     # -- the store -------------------------------------------------------------------
 
@@ -109,16 +99,19 @@ class App:
     # -- tasks -----------------------------------------------------------------------
 
     @overload
-    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+    def task(self, fn: Callable[Concatenate[Any, P], R], /) -> Task[P, R]: ...
+
+    @overload
+    def task(self, fn: Callable[..., R], /) -> Task[..., R]: ...  # type: ignore[overload-cannot-match]
 
     @overload
     def task(
         self, fn: None = None, /, *, name: str | None = None, **options: Any
-    ) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+    ) -> TaskDecorator: ...
 
     def task(
-        self, fn: Callable[P, R] | None = None, /, *, name: str | None = None, **options: Any
-    ) -> Task[P, R] | Callable[[Callable[P, R]], Task[P, R]]:
+        self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None, **options: Any
+    ) -> Task[Any, Any] | TaskDecorator:
         """Register a function as a task: ``@app.task`` or ``@app.task(max_attempts=5)``.
 
         Options are those of ``crawlq.tasks.TaskOptions``; an unknown one is refused here.
@@ -126,18 +119,26 @@ class App:
         module, also when it runs as a script (``crawlq.tasks.default_name``).
         """
 
-        def register(f: Callable[P, R]) -> Task[P, R]:
+        def register(f: Callable[..., Any]) -> Task[Any, Any]:
             task_name = name or default_name(f)
             if task_name in self.tasks:
                 raise ConfigurationError(
                     f"a task named {task_name!r} is already registered; pass name=... to "
                     "tell them apart"
                 )
-            task: Task[P, R] = Task(self, f, task_name, make_options(task_name, options))
+            task: Task[Any, Any] = Task(self, f, task_name, make_options(task_name, options))
             self.tasks[task_name] = task
             return task
 
-        return register if fn is None else register(fn)
+        return cast(TaskDecorator, register) if fn is None else register(fn)
+
+    def setup(self, fn: Callable[[App], object]) -> Callable[[App], object]:
+        """Run ``fn(app)`` now, and again on the app each child process of the process
+        runtime imports (by ``module:name``, so ``fn`` is a module-level function). An
+        extension that registers tasks on an app it did not define (the crawler's
+        ``install``) sets the app up this way; see ``crawlq.setups``."""
+        self.setups.run(self, fn)
+        return fn
 
     def on_failure(self, hook: Hook) -> Hook:
         """Register ``hook(event)`` for every failed attempt of every task (a decorator);
@@ -179,47 +180,11 @@ class App:
         task: Task[Any, Any],
         args: Sequence[Any],
         kwargs: Mapping[str, Any],
-        *,
-        delay: float | None = None,
-        at: datetime | float | None = None,
-        key: str | None = None,
-        priority: int | None = None,
-        crawl: int | None = None,
-        limit_key: str | None = None,
-        seen: str | None = None,
+        **options: Unpack[ScheduleOptions],
     ) -> JobSpec:
-        """Check arguments and options of one call and return its JobSpec."""
-        if delay is not None and at is not None:
-            raise ConfigurationError(
-                f"task {task.name!r} was given both delay= and at=; give one of them"
-            )
-        try:
-            delay, run_at, priority = check_when(delay, at, key, priority)
-        except ConfigurationError as exc:
-            raise ConfigurationError(f"task {task.name!r}: {exc}") from None
-        check_placement(crawl, limit_key, seen)
-        task.check_call(args, kwargs)
-        plain_args, plain_kwargs = encode_arguments(
-            task.name, args, kwargs, names=task.arg_names, max_bytes=self.max_payload_bytes
-        )
-        options = task.options
-        return JobSpec(
-            queue=options.queue,
-            task=task.name,
-            args=plain_args,
-            kwargs=plain_kwargs,
-            key=key,
-            priority=options.priority if priority is None else priority,
-            delay=delay or 0.0,
-            run_at=run_at,
-            max_attempts=options.max_attempts,
-            lease_seconds=options.lease,
-            timeout=options.timeout,
-            on_conflict=options.on_conflict,
-            crawl=crawl,
-            limit_key=limit_key,
-            fingerprint=None if seen is None else fingerprint_of(seen),
-        )
+        """Check arguments and options of one call and return its JobSpec
+        (``task.spec_for``)."""
+        return task.spec_for(args, kwargs, **options)
 
     def schedule_many(self, specs: Iterable[JobSpec]) -> list[ScheduleResult]:
         """Schedule many jobs in one transaction; one result per spec."""
@@ -373,25 +338,3 @@ class App:
     def limits(self, *keys: str) -> list[KeyLimit | None]:
         """The state of each key (None for a key the store has no record of)."""
         return self.store.limit_get(keys)
-
-    def worker(self, settings: WorkerSettings | None = None) -> Worker:
-        """A worker for this app's tasks (``worker.run()`` blocks until it stops)."""
-        from crawlq.worker.worker import Worker
-
-        return Worker(self, settings or WorkerSettings())
-
-
-def check_when(
-    delay: object, at: object, key: object, priority: object
-) -> tuple[float | None, float | None, int | None]:
-    """The options of one call that every store must keep alike: ``delay`` seconds from 0
-    to 100 years (a negative delay is refused: use ``at`` for a past moment), ``at`` from
-    1970 to 9999 (as epoch seconds), ``key`` text without NUL, ``priority`` within
-    ±(2**53-1). Returns delay, run_at and priority checked; ConfigurationError if not."""
-    if key is not None:
-        check_key_text(key, "key")  # type: ignore[arg-type]
-    return (
-        None if delay is None else check_seconds("delay", delay, zero=True),
-        None if at is None else check_moment(at),
-        None if priority is None else check_priority(priority),
-    )

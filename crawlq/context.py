@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, ParamSpec, overload
 
+from crawlq.app import App
 from crawlq.crawls import check_seen_has_crawl
 from crawlq.exceptions import ConfigurationError
 from crawlq.jobs import Job, JobSpec
+from crawlq.specs import OPTION_NAMES, ScheduleOptions, split_options
+from crawlq.tasks import BoundTask, Task
 
-if TYPE_CHECKING:
-    from crawlq.app import App
-    from crawlq.tasks import Task
+P = ParamSpec("P")
+
+_FOLLOW_UP_OPTIONS = OPTION_NAMES - {"crawl"}
+"""A follow-up joins its job's crawl: ``crawl=`` is an argument of the task."""
 
 
 @dataclass(kw_only=True)
@@ -57,36 +61,34 @@ class JobContext:
     def limit_key(self) -> str | None:
         return self.job.limit_key
 
+    @overload
     def schedule(
-        self,
-        task: Task[Any, Any] | str,
-        *args: Any,
-        delay: float | None = None,
-        at: datetime | float | None = None,
-        key: str | None = None,
-        priority: int | None = None,
-        limit_key: str | None = None,
-        seen: str | None = None,
-        **kwargs: Any,
+        self, task: Task[P, Any] | BoundTask[P, Any], /, *args: P.args, **kwargs: P.kwargs
+    ) -> JobSpec: ...
+
+    @overload
+    def schedule(self, task: str, /, *args: Any, **kwargs: Any) -> JobSpec: ...
+
+    def schedule(
+        self, task: Task[Any, Any] | BoundTask[Any, Any] | str, /, *args: Any, **kwargs: Any
     ) -> JobSpec:
         """Schedule a follow-up job when this one completes; returns its spec.
 
-        The job joins this job's crawl. ``seen`` (a URL or key) drops it at completion if
-        the crawl has already seen it; ``limit_key`` (a host) submits it to that key's
-        limits.
+        The job joins this job's crawl. Options go through ``with_options``:
+        ``ctx.schedule(page.with_options(seen=link, limit_key=host), link)``; ``seen`` (a
+        URL or key) drops it at completion if the crawl has already seen it,
+        ``limit_key`` (a host) submits it to that key's limits. With a task (or its
+        name), keywords named like options that it has no parameter for are still taken
+        as options.
         """
-        target = self.app.get_task(task) if isinstance(task, str) else task
-        spec = target.spec_for(
-            args,
-            kwargs,
-            delay=delay,
-            at=at,
-            key=key,
-            priority=priority,
-            crawl=self.job.crawl_id,
-            limit_key=limit_key,
-            seen=seen,
-        )
+        arguments: Mapping[str, Any] = kwargs
+        if isinstance(task, BoundTask):
+            target, options = task.task, task.options
+        else:
+            target = self.app.get_task(task) if isinstance(task, str) else task
+            arguments, options = split_options(kwargs, target.params, _FOLLOW_UP_OPTIONS)
+        joined: ScheduleOptions = {**options, "crawl": self.job.crawl_id}
+        spec = target.spec_for(args, arguments, **joined)
         check_seen_has_crawl([spec])
         self.children.append(spec)
         return spec

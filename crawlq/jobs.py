@@ -15,9 +15,10 @@ The life of a job::
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from crawlq.types import JobId, JSONValue, Timestamp
 
@@ -98,6 +99,28 @@ class JobSpec:
     """16 bytes (``crawlq.fingerprint``): with ``crawl`` set, the job is scheduled only if
     the fingerprint is new to the crawl's seen set, and is added to it in the same
     transaction; otherwise the outcome is ``SEEN`` and nothing is written."""
+
+
+_SPEC_FIELDS = tuple(JobSpec.__dataclass_fields__)
+
+
+def spec_to_json(spec: JobSpec) -> dict[str, Any]:
+    """A spec as JSON values, every field by name (the fingerprint as hex, JSON has no
+    bytes); ``spec_from_json`` reads it back."""
+    fields = {name: getattr(spec, name) for name in _SPEC_FIELDS}
+    if spec.fingerprint is not None:
+        fields["fingerprint"] = spec.fingerprint.hex()
+    return fields
+
+
+def spec_from_json(fields: Mapping[str, Any]) -> JobSpec:
+    """The spec ``spec_to_json`` gave (fields left out take their defaults)."""
+    values = dict(fields)
+    if "on_conflict" in values:
+        values["on_conflict"] = ConflictPolicy(values["on_conflict"])
+    if values.get("fingerprint") is not None:
+        values["fingerprint"] = bytes.fromhex(values["fingerprint"])
+    return JobSpec(**values)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -5,22 +5,25 @@ from __future__ import annotations
 import inspect
 import logging
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, Unpack, overload
 
 from crawlq.config import DEFAULT_LEASE_SECONDS, DEFAULT_MAX_ATTEMPTS
 from crawlq.exceptions import ConfigurationError, PayloadError
 from crawlq.hooks import Hook, check_hook
 from crawlq.jobs import ConflictPolicy, JobSpec, ScheduleResult
-from crawlq.payload import MAX_COUNT, check_count, check_name, check_priority, check_seconds
+from crawlq.payload import (
+    MAX_COUNT,
+    check_count,
+    check_name,
+    check_priority,
+    check_seconds,
+    encode_arguments,
+)
 from crawlq.retry import Backoff
-
-if TYPE_CHECKING:
-    from crawlq.app import App
-    from crawlq.context import JobContext
+from crawlq.specs import ScheduleOptions, spec_fields, split_options
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -100,6 +103,17 @@ class TaskOptions:
         check_hook("on_failure", self.on_failure)
         check_hook("on_dead", self.on_dead)
 
+    def template(self, task: str) -> JobSpec:
+        """The spec every job of ``task`` starts from: each option that is also a JobSpec
+        field (queue, priority, max_attempts, timeout, on_conflict) by name, and ``lease``
+        as ``lease_seconds``. A call's ``ScheduleOptions`` and arguments go on top."""
+        shared = _SPEC_FIELDS & set(TaskOptions.__dataclass_fields__)
+        defaults = {name: getattr(self, name) for name in shared}
+        return JobSpec(task=task, lease_seconds=self.lease, **defaults)
+
+
+_SPEC_FIELDS = frozenset(JobSpec.__dataclass_fields__)
+
 
 def make_options(name: str, raw: Mapping[str, Any]) -> TaskOptions:
     """Build TaskOptions from decorator keywords, with errors that name the task."""
@@ -129,21 +143,52 @@ def make_options(name: str, raw: Mapping[str, Any]) -> TaskOptions:
         raise ConfigurationError(f"task {name!r}: {exc}") from None
 
 
+class Registry(Protocol):
+    """What a task needs of the app it is registered on (``crawlq.App`` is one)."""
+
+    max_payload_bytes: int
+
+    def schedule_many(self, specs: Iterable[JobSpec]) -> list[ScheduleResult]: ...
+
+
+class TaskDecorator(Protocol):
+    """What ``@app.task(...)`` with options returns: it registers the function."""
+
+    @overload
+    def __call__(self, fn: Callable[Concatenate[Any, P], R], /) -> Task[P, R]: ...
+
+    @overload
+    def __call__(self, fn: Callable[..., R], /) -> Task[..., R]: ...  # type: ignore[overload-cannot-match]
+
+    def __call__(self, fn: Callable[..., R], /) -> Task[..., R]: ...
+
+
 class Task(Generic[P, R]):
     """A registered task. Call it to run the function directly; ``schedule`` to queue it.
 
     The function's first parameter is the job context; the others are its arguments,
-    which must be JSON values.
+    which must be JSON values. ``P`` is the function's parameters after the context, so
+    a type checker checks ``schedule``'s and ``spec``'s arguments against them; schedule
+    options go through ``with_options``.
     """
 
-    def __init__(self, app: App, fn: Callable[..., R], name: str, options: TaskOptions) -> None:
+    def __init__(
+        self,
+        app: Registry,
+        fn: Callable[Concatenate[Any, P], R],
+        name: str,
+        options: TaskOptions,
+    ) -> None:
         self.app = app
         self.fn = fn
         self.name = name
         self.options = options
+        self.template = options.template(name)
+        """The spec of a call without arguments or options (``TaskOptions.template``)."""
         self.signature = inspect.signature(fn)
         params = list(self.signature.parameters.values())[1:]
         self.arg_names: tuple[str, ...] = tuple(p.name for p in params)
+        self.params = {p.name: p for p in params}
         self.is_async = inspect.iscoroutinefunction(fn)
         self.logger = logging.getLogger(f"crawlq.task.{name}")
 
@@ -160,96 +205,78 @@ class Task(Generic[P, R]):
     def __repr__(self) -> str:
         return f"<Task {self.name} queue={self.options.queue}>"
 
-    def __call__(self, ctx: JobContext, *args: Any, **kwargs: Any) -> R:
+    def __call__(self, ctx: Any, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(ctx, *args, **kwargs)
-
-    def spec(
-        self,
-        *args: Any,
-        delay: float | None = None,
-        at: datetime | float | None = None,
-        key: str | None = None,
-        priority: int | None = None,
-        crawl: int | None = None,
-        limit_key: str | None = None,
-        seen: str | None = None,
-        **kwargs: Any,
-    ) -> JobSpec:
-        """The JobSpec for one call: checked, encoded, not yet scheduled."""
-        return self.spec_for(
-            args,
-            kwargs,
-            delay=delay,
-            at=at,
-            key=key,
-            priority=priority,
-            crawl=crawl,
-            limit_key=limit_key,
-            seen=seen,
-        )
 
     def spec_for(
         self,
         args: Sequence[Any] = (),
         kwargs: Mapping[str, Any] | None = None,
-        *,
-        delay: float | None = None,
-        at: datetime | float | None = None,
-        key: str | None = None,
-        priority: int | None = None,
-        crawl: int | None = None,
-        limit_key: str | None = None,
-        seen: str | None = None,
+        **options: Unpack[ScheduleOptions],
     ) -> JobSpec:
-        """Like ``spec``, with arguments passed as a list and a dict (no name clashes)."""
-        return self.app.build_spec(
-            self,
-            args,
-            kwargs or {},
-            delay=delay,
-            at=at,
-            key=key,
-            priority=priority,
-            crawl=crawl,
-            limit_key=limit_key,
-            seen=seen,
+        """The JobSpec of one call: options and arguments checked, arguments encoded, not
+        yet scheduled. Arguments come as a list and a dict, so none clashes with an
+        option; every other way of scheduling ends here."""
+        fields = spec_fields(self.name, options)
+        kwargs = kwargs or {}
+        self.check_call(args, kwargs)
+        plain_args, plain_kwargs = encode_arguments(
+            self.name, args, kwargs, names=self.arg_names, max_bytes=self.app.max_payload_bytes
         )
+        return replace(self.template, args=plain_args, kwargs=plain_kwargs, **fields)
 
-    def schedule(
-        self,
-        *args: Any,
-        delay: float | None = None,
-        at: datetime | float | None = None,
-        key: str | None = None,
-        priority: int | None = None,
-        crawl: int | None = None,
-        limit_key: str | None = None,
-        seen: str | None = None,
-        **kwargs: Any,
-    ) -> ScheduleResult:
-        """Schedule one job. ``delay`` (seconds) or ``at`` (a datetime or epoch seconds)
-        sets when it is due; ``key`` makes it unique in its queue (see ``on_conflict``);
-        ``crawl`` puts it in a crawl, ``seen`` (a URL or key) schedules it only if the
-        crawl has not seen it, ``limit_key`` (a host) submits it to that key's limits."""
-        spec = self.spec_for(
-            args,
-            kwargs,
-            delay=delay,
-            at=at,
-            key=key,
-            priority=priority,
-            crawl=crawl,
-            limit_key=limit_key,
-            seen=seen,
-        )
-        return self.app.schedule_many([spec])[0]
+    def with_options(self, **options: Unpack[ScheduleOptions]) -> BoundTask[P, R]:
+        """This task with schedule options set for the jobs it schedules:
+        ``task.with_options(delay=30, key=url).schedule(url)``."""
+        return BoundTask(self, options)
 
-    def delay(self, *args: Any, **kwargs: Any) -> ScheduleResult:
+    def spec(self, *args: P.args, **kwargs: P.kwargs) -> JobSpec:
+        """The JobSpec of one call (see ``spec_for``), with the task's arguments."""
+        rest, options = split_options(kwargs, self.params)
+        return self.spec_for(args, rest, **options)
+
+    def schedule(self, *args: P.args, **kwargs: P.kwargs) -> ScheduleResult:
+        """Schedule one job of this call; ``with_options`` sets when (``delay``, ``at``),
+        its unique ``key``, ``priority``, ``crawl``, ``seen`` and ``limit_key``
+        (``crawlq.specs.ScheduleOptions``). A keyword named like an option that the
+        function has no parameter for is still taken as that option, as before
+        ``with_options`` (a type checker flags it)."""
+        return self.app.schedule_many([self.spec(*args, **kwargs)])[0]
+
+    def delay(self, *args: P.args, **kwargs: P.kwargs) -> ScheduleResult:
         """Schedule one job now, Celery style: every keyword goes to the task."""
         return self.app.schedule_many([self.spec_for(args, kwargs)])[0]
 
     def schedule_many(
-        self, calls: Sequence[Sequence[Any]], *, delay: float | None = None
+        self, calls: Iterable[Sequence[Any]], **options: Unpack[ScheduleOptions]
     ) -> list[ScheduleResult]:
-        """Schedule one job per argument list, in one transaction."""
-        return self.app.schedule_many([self.spec_for(a, delay=delay) for a in calls])
+        """Schedule one job per argument list, each with ``options``, in one transaction."""
+        return self.app.schedule_many([self.spec_for(a, **options) for a in calls])
+
+
+class BoundTask(Generic[P, R]):
+    """A task with schedule options bound (``Task.with_options``); every keyword of its
+    ``schedule`` and ``spec`` goes to the task."""
+
+    def __init__(self, task: Task[P, R], options: ScheduleOptions) -> None:
+        self.task = task
+        self.options = options
+
+    def __repr__(self) -> str:
+        return f"<BoundTask {self.task.name} {dict(self.options)}>"
+
+    def with_options(self, **options: Unpack[ScheduleOptions]) -> BoundTask[P, R]:
+        """These options with ``options`` on top."""
+        return BoundTask(self.task, {**self.options, **options})
+
+    def spec(self, *args: P.args, **kwargs: P.kwargs) -> JobSpec:
+        """The JobSpec of one call with these options, not yet scheduled."""
+        return self.task.spec_for(args, kwargs, **self.options)
+
+    def schedule(self, *args: P.args, **kwargs: P.kwargs) -> ScheduleResult:
+        """Schedule one job of this call with these options."""
+        return self.task.app.schedule_many([self.spec(*args, **kwargs)])[0]
+
+    def schedule_many(self, calls: Iterable[Sequence[Any]]) -> list[ScheduleResult]:
+        """One job per argument list, in one transaction."""
+        return self.task.schedule_many(calls, **self.options)

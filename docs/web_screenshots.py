@@ -24,7 +24,7 @@ from typing import Any
 
 import uvicorn
 
-from crawlq import App, WorkerSettings
+from crawlq import App, Worker, WorkerSettings
 from crawlq.stores.base import ClaimParams, Failure
 from crawlq.web import create_app
 
@@ -70,10 +70,12 @@ def fill(app: App, jobs: int = 400) -> dict[str, Any]:
     limit keys (one blocked)."""
     fetch, parse, flaky = app.tasks["fetch"], app.tasks["parse"], app.tasks["flaky"]
     app.schedule_many(
-        fetch.spec(f"https://site{i % 7}.example/{i}", limit_key=f"site{i % 7}.example")
+        fetch.with_options(limit_key=f"site{i % 7}.example").spec(
+            f"https://site{i % 7}.example/{i}"
+        )
         for i in range(jobs)
     )
-    app.schedule_many(parse.spec(i, delay=3600) for i in range(30))
+    app.schedule_many(parse.with_options(delay=3600).spec(i) for i in range(30))
     for i in range(6):
         flaky.schedule(i)
     store = app.store
@@ -82,7 +84,7 @@ def fill(app: App, jobs: int = 400) -> dict[str, Any]:
         [
             Failure(
                 lease=j.lease,
-                error="Traceback (most recent call last):\n  File \"tasks.py\", line 9, in flaky\n"
+                error='Traceback (most recent call last):\n  File "tasks.py", line 9, in flaky\n'
                 + ("ValueError: page has no title" if j.id % 3 else "KeyError: 'href'"),
                 retry_delay=None,
             )
@@ -126,7 +128,7 @@ def serve(app: App, **tokens: Any) -> Iterator[str]:
 @contextmanager
 def worker(app: App, queues: tuple[str, ...] = ("pages",)) -> Iterator[None]:
     """A worker draining ``queues`` in a thread."""
-    w = app.worker(WorkerSettings(queues=queues, concurrency=4, poll_timeout=0.05))
+    w = Worker(app, WorkerSettings(queues=queues, concurrency=4, poll_timeout=0.05))
     thread = threading.Thread(target=w.run, daemon=True)
     thread.start()
     try:

@@ -58,7 +58,8 @@ def scrape_listing(ctx: crawlq.JobContext, name: str) -> int:
     page = fetch(name)
     for link in page.links:
         task = scrape_listing if link.startswith("index") else scrape_book
-        ctx.schedule(task, link, seen=link)  # once per crawl: a link seen before adds nothing
+        # once per crawl: a link seen before adds nothing
+        ctx.schedule(task.with_options(seen=link), link)
     return len(page.links)
 
 
@@ -75,7 +76,8 @@ def scrape_book(ctx: crawlq.JobContext, name: str) -> dict[str, str]:
 
 
 def main() -> None:
-    crawl = app.crawl("bookshop", [scrape_listing.spec("index.html", seen="index.html")])
+    start = scrape_listing.with_options(seen="index.html").spec("index.html")
+    crawl = app.crawl("bookshop", [start])
     print(f"producer: started crawl {crawl.id} with scrape_listing('index.html')")
     crawlq_cmd = [sys.executable, "-m", "crawlq"]
     store = ["--store", app.store_url or ""]

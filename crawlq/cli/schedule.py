@@ -8,14 +8,15 @@ from typing import Any
 
 import click
 
-from crawlq.app import App, check_when
+from crawlq.app import App
 from crawlq.cli.common import current_target, json_option, open_app, target_options
 from crawlq.cli.output import print_json
 from crawlq.cli.params import parse_json_option, when_options
 from crawlq.config import DEFAULT_MAX_PAYLOAD_BYTES
-from crawlq.crawls import check_placement
 from crawlq.jobs import JobSpec
 from crawlq.payload import MAX_PRIORITY, check_name, encode_arguments
+from crawlq.specs import ScheduleOptions, spec_fields
+from crawlq.tasks import TaskOptions
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -25,55 +26,29 @@ class Request:
     task: str
     args: list[Any]
     kwargs: dict[str, Any]
-    delay: float | None
-    at: datetime | None
-    key: str | None
-    priority: int | None
+    options: ScheduleOptions
     queue: str | None
-    crawl: int | None = None
-    limit_key: str | None = None
 
 
 def spec_from_app(app: App, req: Request) -> JobSpec:
     """The registered task's own spec (its queue, attempts, lease...), --queue aside."""
     task = app.get_task(req.task)
-    spec = task.spec_for(
-        req.args,
-        req.kwargs,
-        delay=req.delay,
-        at=req.at,
-        key=req.key,
-        priority=req.priority,
-        crawl=req.crawl,
-        limit_key=req.limit_key,
-    )
+    spec = task.spec_for(req.args, req.kwargs, **req.options)
     if req.queue is None:
         return spec
     return dataclasses.replace(spec, queue=check_name(req.queue, "queue name"))
 
 
 def spec_without_app(req: Request) -> JobSpec:
-    """A spec with default options, for a task this process does not know."""
+    """A spec with a task's default options, for a task this process does not know: the
+    template of ``TaskOptions`` with only its queue set, checked as a task's call is."""
     check_name(req.task, "task name")
-    if req.queue is not None:
-        check_name(req.queue, "queue name")
-    delay, run_at, priority = check_when(req.delay, req.at, req.key, req.priority)
-    check_placement(req.crawl, req.limit_key, None)
+    template = TaskOptions(queue=req.queue or req.task).template(req.task)
+    fields = spec_fields(req.task, req.options)
     args, kwargs = encode_arguments(
         req.task, req.args, req.kwargs, max_bytes=DEFAULT_MAX_PAYLOAD_BYTES
     )
-    return JobSpec(
-        queue=req.queue or req.task,
-        task=req.task,
-        args=args,
-        kwargs=kwargs,
-        key=req.key,
-        priority=priority or 0,
-        delay=delay or 0.0,
-        run_at=run_at,
-        crawl=req.crawl,
-        limit_key=req.limit_key,
-    )
+    return dataclasses.replace(template, args=args, kwargs=kwargs, **fields)
 
 
 @click.command()
@@ -152,13 +127,10 @@ def schedule(
         task=task_name,
         args=parse_json_option("--args", args_json, list),
         kwargs=parse_json_option("--kwargs", kwargs_json, dict),
-        delay=delay,
-        at=at,
-        key=key,
-        priority=priority,
+        options=ScheduleOptions(
+            delay=delay, at=at, key=key, priority=priority, crawl=crawl_id, limit_key=limit_key
+        ),
         queue=queue,
-        crawl=crawl_id,
-        limit_key=limit_key,
     )
     with open_app(create=True) as app:
         spec = spec_from_app(app, req) if current_target().app_ref else spec_without_app(req)

@@ -51,6 +51,7 @@ import traceback
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import replace
 from datetime import UTC
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -442,23 +443,21 @@ def _follow(
     sitemap: int | None = None,
 ) -> None:
     """Schedule links as page jobs of this crawl, each with ``seen=`` its URL. The specs
-    are built here, not with ``ctx.schedule``: the arguments are known JSON (two strings
-    and an int, and from a sitemap its ``lastmod`` and ``sitemap`` level), so the generic
-    call checks and encoding are skipped (a page has tens of links)."""
-    options = ctx.app.get_task(PAGE_TASK).options
+    are the task's template (``Task.template``: every option of the task) with the link's
+    fields set, not ``ctx.schedule``'s: the arguments are known JSON (two strings and an
+    int, and from a sitemap its ``lastmod`` and ``sitemap`` level) and the fingerprint is
+    at hand, so the generic call checks and encoding are skipped (a page has tens of
+    links)."""
+    template = ctx.app.get_task(PAGE_TASK).template
     for link, key, fp in admitted:
         args: list[Any] = [link, depth, page]
         when = lastmods.get(link) if lastmods else None
         if when is not None or sitemap is not None:
             args += [when, sitemap]
-        spec = JobSpec(
-            queue=options.queue,
-            task=PAGE_TASK,
+        spec = replace(
+            template,
             args=args,
             priority=-depth,
-            max_attempts=options.max_attempts,
-            lease_seconds=options.lease,
-            timeout=options.timeout,
             crawl=ctx.crawl_id,
             limit_key=key,
             fingerprint=fp,
@@ -520,20 +519,26 @@ def drop_pending(app: App, crawl_id: int) -> int:
             dropped += len(app.store.job_cancel(ids))
 
 
-def page_spec(app: App, url: str) -> Any:
+def page_spec(app: App, url: str) -> JobSpec:
     """The job of a start URL (depth 0), for ``app.crawl``."""
     task = install(app)
-    return task.spec(url, 0, None, seen=url, limit_key=limit_key(url))
+    return task.with_options(seen=url, limit_key=limit_key(url)).spec(url, 0, None)
 
 
-def sitemap_spec(app: App, url: str) -> Any:
+def sitemap_spec(app: App, url: str) -> JobSpec:
     """The job of a sitemap given to the crawl (or a robots.txt, for its sitemaps)."""
     task = install(app)
-    return task.spec(url, 0, None, None, 0, seen=url, limit_key=limit_key(url))
+    return task.with_options(seen=url, limit_key=limit_key(url)).spec(url, 0, None, None, 0)
 
 
 def install(app: App) -> Task[Any, Any]:
-    """Register ``crawlq.page`` on ``app`` (once) and return it."""
-    if PAGE_TASK in app.tasks:
-        return app.tasks[PAGE_TASK]
-    return app.task(name=PAGE_TASK, queue=PAGE_QUEUE, max_attempts=10, lease=60.0)(crawl_page)
+    """Register ``crawlq.page`` on ``app`` (once, as a set-up: the process runtime's
+    children register it again) and return it."""
+    app.setup(register_page)
+    return app.get_task(PAGE_TASK)
+
+
+def register_page(app: App) -> None:
+    """The set-up ``install`` runs: the task ``crawlq.page`` on queue ``crawl``."""
+    if PAGE_TASK not in app.tasks:
+        app.task(name=PAGE_TASK, queue=PAGE_QUEUE, max_attempts=10, lease=60.0)(crawl_page)

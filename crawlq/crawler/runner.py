@@ -37,10 +37,10 @@ from crawlq.crawler.pages import install, page_spec, sitemap_spec, use_warc
 from crawlq.crawler.records import ROBOTS_DISALLOWED
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo, CrawlState
 from crawlq.exceptions import ConfigurationError
+from crawlq.worker.worker import Worker
 
 if TYPE_CHECKING:
     from crawlq.app import App
-    from crawlq.worker.worker import Worker
 
 __all__ = [
     "EXIT_CANCELLED",
@@ -204,13 +204,14 @@ class CrawlRunner:
         crawl = self.crawl or self.start()
         if self.config.warc is not None:
             use_warc(self.app, crawl.id, self.config.warc)
-        worker = self.app.worker(
+        worker = Worker(
+            self.app,
             WorkerSettings(
                 queues=(PAGE_QUEUE,),
                 concurrency=self.concurrency,
                 runtime="asyncio",
                 shutdown_grace=10.0,
-            )
+            ),
         )
         thread = threading.Thread(target=worker.run, name="crawlq-crawl-worker", daemon=True)
         output = (

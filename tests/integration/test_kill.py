@@ -113,7 +113,7 @@ HOLD = """
         return n
 
     if __name__ == "__main__":  # `python holdtasks.py`: a worker started from Python
-        app.worker(crawlq.WorkerSettings(burst=True, concurrency=4)).run()
+        crawlq.Worker(app, crawlq.WorkerSettings(burst=True, concurrency=4)).run()
 """
 """The first attempt holds its job (with a 300 s lease) until killed; the second ends."""
 

@@ -27,7 +27,8 @@ KEYS = """
         print(disc.name)
         disc.schedule(41)
         if sys.argv[1:] == ["run"]:  # a worker in this script, children import it again
-            app.worker(crawlq.WorkerSettings(burst=True, runtime="process", concurrency=1)).run()
+            settings = crawlq.WorkerSettings(burst=True, runtime="process", concurrency=1)
+            crawlq.Worker(app, settings).run()
 """
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from crawlq import App, JobContext, JobState, WorkerSettings
+from crawlq import App, JobContext, JobState, Worker, WorkerSettings
 from crawlq.stores.base import JobFilter
 from tests import servers
 
@@ -63,7 +63,7 @@ def test_a_completion_the_store_refuses_for_good_ends_dead_naming_the_cause(
 
     ids = [parent.schedule(n).job_id for n in range(3)]
     started = time.monotonic()
-    worker = app.worker(WorkerSettings(burst=True, poll_timeout=0.05, concurrency=3))
+    worker = Worker(app, WorkerSettings(burst=True, poll_timeout=0.05, concurrency=3))
     worker.run()
     assert time.monotonic() - started < 10, "the refused completion was not retried for ever"
     assert sorted(runs) == [0, 1, 2], "each body ran once"

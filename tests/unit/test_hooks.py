@@ -6,13 +6,13 @@ import logging
 
 import pytest
 
-from crawlq import App, JobContext, WorkerSettings
+from crawlq import App, JobContext, Worker, WorkerSettings
 from crawlq.exceptions import ConfigurationError
 from crawlq.hooks import FailureEvent
 
 
 def drain(app: App) -> None:
-    app.worker(WorkerSettings(burst=True, poll_timeout=0.05, runtime="thread")).run()
+    Worker(app, WorkerSettings(burst=True, poll_timeout=0.05, runtime="thread")).run()
 
 
 def test_hooks_see_every_failed_attempt_and_the_death(app: App) -> None:

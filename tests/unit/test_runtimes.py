@@ -15,7 +15,7 @@ from types import ModuleType
 
 import pytest
 
-from crawlq import App, JobContext, JobState, WorkerSettings
+from crawlq import App, JobContext, JobState, Worker, WorkerSettings
 from crawlq.exceptions import ConfigurationError
 from crawlq.stores.base import JobFilter
 from tests.unit.test_worker import drain, job
@@ -247,7 +247,7 @@ def test_process_runtime_needs_an_importable_app(app: App) -> None:
         return None
 
     with pytest.raises(ConfigurationError, match="module-level"):
-        app.worker(WorkerSettings(runtime="process", burst=True))
+        Worker(app, WorkerSettings(runtime="process", burst=True))
 
 
 def test_process_runtime_logs_each_failure_in_the_worker(

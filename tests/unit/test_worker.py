@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 import crawlq
-from crawlq import App, JobContext, JobState, WorkerSettings
+from crawlq import App, JobContext, JobState, Worker, WorkerSettings
 from crawlq.cli.worker import summary
 from crawlq.stores.base import ClaimParams, JobFilter
 
 
 def drain(app: App, **settings: object) -> crawlq.Worker:
-    worker = app.worker(WorkerSettings(burst=True, poll_timeout=0.05, **settings))  # type: ignore[arg-type]
+    worker = Worker(app, WorkerSettings(burst=True, poll_timeout=0.05, **settings))  # type: ignore[arg-type]
     worker.run()
     return worker
 
@@ -334,7 +334,7 @@ def test_stop_lets_running_jobs_finish_within_the_grace(app: App) -> None:
         return "finished"
 
     job_id = slow.schedule().job_id
-    worker = app.worker(WorkerSettings(shutdown_grace=5, poll_timeout=0.05))
+    worker = Worker(app, WorkerSettings(shutdown_grace=5, poll_timeout=0.05))
     thread = run_in_thread(worker)
     assert started.wait(5)
     worker.stop()
@@ -353,7 +353,7 @@ def test_stop_now_releases_running_jobs_without_using_an_attempt(app: App) -> No
         unblock.wait(10)
 
     job_id = stuck.schedule().job_id
-    worker = app.worker(WorkerSettings(shutdown_grace=30, poll_timeout=0.05))
+    worker = Worker(app, WorkerSettings(shutdown_grace=30, poll_timeout=0.05))
     thread = run_in_thread(worker)
     assert started.wait(5)
     worker.stop(now=True)
@@ -374,7 +374,7 @@ def test_grace_period_ends_with_a_release(app: App) -> None:
         unblock.wait(10)
 
     job_id = stuck.schedule().job_id
-    worker = app.worker(WorkerSettings(shutdown_grace=0.2, poll_timeout=0.05))
+    worker = Worker(app, WorkerSettings(shutdown_grace=0.2, poll_timeout=0.05))
     thread = run_in_thread(worker)
     assert started.wait(5)
     worker.stop()
@@ -390,7 +390,7 @@ def test_idle_worker_starts_a_new_job_quickly(app: App) -> None:
     def ping(ctx: JobContext) -> None:
         done.set()
 
-    worker = app.worker(WorkerSettings(poll_timeout=5))
+    worker = Worker(app, WorkerSettings(poll_timeout=5))
     thread = run_in_thread(worker)
     time.sleep(0.2)  # the worker is now waiting on the store
     started = time.monotonic()
@@ -403,7 +403,7 @@ def test_idle_worker_starts_a_new_job_quickly(app: App) -> None:
 
 def test_worker_without_queues_is_refused(app: App) -> None:
     with pytest.raises(crawlq.ConfigurationError, match="no queue"):
-        app.worker()
+        Worker(app, WorkerSettings())
 
 
 @pytest.mark.parametrize(
@@ -450,7 +450,7 @@ def test_an_idle_worker_names_unserved_queues_with_due_jobs_once(
         pass
 
     app.schedule_many([dataclasses.replace(mine.spec(), queue="elsewhere") for _ in range(2)])
-    worker = app.worker(WorkerSettings(poll_timeout=0.02))
+    worker = Worker(app, WorkerSettings(poll_timeout=0.02))
     with caplog.at_level(logging.INFO, logger="crawlq.worker"):
         thread = run_in_thread(worker)
         time.sleep(0.5)  # some 25 idle polls

@@ -68,16 +68,36 @@ class RuntimeContext:
     """``module:attribute`` of the app, for runtimes that import it in child processes."""
 
 
-def take_queued(jobs: queue.SimpleQueue[Job | None]) -> list[Job]:
-    """Everything waiting in a slot queue, sentinels left out (``take_unstarted``)."""
-    taken: list[Job] = []
-    while True:
-        try:
-            item = jobs.get_nowait()
-        except queue.Empty:
-            return taken
-        if item is not None:
-            taken.append(item)
+class SlotQueue:
+    """The jobs of a runtime whose slots each take one at a time (threads, child
+    processes): ``submit`` and ``take_unstarted`` of the Runtime protocol, ``next_job``
+    for a slot (None: the slot stops) and ``stop_slots``."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+
+    def submit(self, job: Job) -> None:
+        self._jobs.put(job)
+
+    def take_unstarted(self) -> list[Job]:
+        """Everything waiting, sentinels left out."""
+        taken: list[Job] = []
+        while True:
+            try:
+                item = self._jobs.get_nowait()
+            except queue.Empty:
+                return taken
+            if item is not None:
+                taken.append(item)
+
+    def next_job(self) -> Job | None:
+        """The next job for a slot, waiting for one; None when the slot is to stop."""
+        return self._jobs.get()
+
+    def stop_slots(self, count: int) -> None:
+        """Tell ``count`` slots to stop once the jobs before are taken."""
+        for _ in range(count):
+            self._jobs.put(None)
 
 
 def _thread(ctx: RuntimeContext) -> Runtime:

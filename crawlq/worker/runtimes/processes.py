@@ -20,7 +20,6 @@ import json
 import logging
 import multiprocessing
 import os
-import queue
 import signal
 import sys
 import threading
@@ -30,11 +29,11 @@ from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from crawlq.exceptions import ConfigurationError
-from crawlq.jobs import ConflictPolicy, Job, JobSpec, JobState
+from crawlq.jobs import Job, JobState, spec_from_json, spec_to_json
 from crawlq.stores.base import Completion, Failure, Release
 from crawlq.worker.execute import Outcome, backoff_of, execute, lost
 from crawlq.worker.memory import resident_bytes
-from crawlq.worker.runtimes import take_queued
+from crawlq.worker.runtimes import SlotQueue
 
 if TYPE_CHECKING:
     from crawlq.app import App
@@ -62,16 +61,9 @@ def job_from_wire(data: bytes) -> Job:
     return Job(**fields)
 
 
-def _spec_to_wire(spec: JobSpec) -> dict[str, Any]:
-    fields = asdict(spec)
-    if spec.fingerprint is not None:
-        fields["fingerprint"] = spec.fingerprint.hex()  # JSON has no bytes
-    return fields
-
-
 def outcome_to_wire(outcome: Outcome) -> bytes:
     if isinstance(outcome, Completion):
-        children = [_spec_to_wire(spec) for spec in outcome.children]
+        children = [spec_to_json(spec) for spec in outcome.children]
         body: dict[str, Any] = {"kind": "complete", "result": outcome.result, "children": children}
     elif isinstance(outcome, Failure):
         body = {"kind": "fail", "error": outcome.error, "retry_delay": outcome.retry_delay}
@@ -84,13 +76,8 @@ def outcome_to_wire(outcome: Outcome) -> bytes:
 def outcome_from_wire(job: Job, data: bytes) -> Outcome:
     body = json.loads(data)
     if body["kind"] == "complete":
-        children = []
-        for fields in body["children"]:
-            fields["on_conflict"] = ConflictPolicy(fields["on_conflict"])
-            if fields.get("fingerprint") is not None:
-                fields["fingerprint"] = bytes.fromhex(fields["fingerprint"])
-            children.append(JobSpec(**fields))
-        return Completion(lease=job.lease, result=body["result"], children=tuple(children))
+        children = tuple(spec_from_json(fields) for fields in body["children"])
+        return Completion(lease=job.lease, result=body["result"], children=children)
     if body["kind"] == "fail":
         return Failure(
             lease=job.lease,
@@ -153,10 +140,11 @@ def child_main(
     store_url: str | None,
     worker_id: str,
     log_level: int,
-    crawler: bool,
+    setups: tuple[str, ...],
     conn: Connection,
 ) -> None:
-    """A child's life: import the app, then run jobs from ``conn`` until told to stop."""
+    """A child's life: import the app, run again the set-ups the worker's app ran
+    (``crawlq.setups``), then run jobs from ``conn`` until told to stop."""
     # The worker decides when its children stop: a Ctrl-C or SIGTERM sent to the whole
     # process group must not interrupt a job here.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -166,10 +154,7 @@ def child_main(
     app = import_app(app_ref)
     if store_url is not None:
         app.use_store(store_url)
-    if crawler:  # the parent's app runs the built-in crawler's pages (`crawlq worker`)
-        from crawlq.crawler.pages import install
-
-        install(app)
+    app.setups.run_again(app, setups)
     conn.send_bytes(READY)
     while True:
         try:
@@ -189,7 +174,7 @@ def child_main(
 class _Child:
     """One child process and the worker's end of its pipe."""
 
-    def __init__(self, args: tuple[str, str | None, str, int, bool], slot: int) -> None:
+    def __init__(self, args: tuple[str, str | None, str, int, tuple[str, ...]], slot: int) -> None:
         """``args``: what ``child_main`` takes before its pipe."""
         mp = multiprocessing.get_context("spawn")
         ours, theirs = mp.Pipe()
@@ -259,8 +244,9 @@ class _Child:
         self.conn.close()
 
 
-class ProcessRuntime:
+class ProcessRuntime(SlotQueue):
     def __init__(self, ctx: RuntimeContext) -> None:
+        super().__init__()
         self._ctx = ctx
         self.app_ref = ctx.app_ref or find_app_reference(ctx.app)
         self._child_args = (
@@ -268,9 +254,8 @@ class ProcessRuntime:
             ctx.app.store_url,
             ctx.worker_id,
             logger.getEffectiveLevel(),
-            "crawlq.page" in ctx.app.tasks,
+            ctx.app.setups.references(),
         )
-        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._running: dict[int, _Child] = {}
         self._children: dict[int, _Child] = {}  # by slot
@@ -308,7 +293,7 @@ class ProcessRuntime:
                     return
                 self._replace(slot, child)
                 continue
-            job = self._queue.get()
+            job = self.next_job()
             if job is None:
                 return
             if not hooks.begin(job):
@@ -361,12 +346,6 @@ class ProcessRuntime:
         with self._lock:
             self._children[slot] = new
 
-    def submit(self, job: Job) -> None:
-        self._queue.put(job)
-
-    def take_unstarted(self) -> list[Job]:
-        return take_queued(self._queue)
-
     def cancel(self, job: Job) -> None:
         with self._lock:
             child = self._running.get(job.id)
@@ -379,8 +358,7 @@ class ProcessRuntime:
 
     def stop(self) -> None:
         self._stopping.set()
-        for _ in self._threads:
-            self._queue.put(None)
+        self.stop_slots(len(self._threads))
         with self._lock:
             running = list(self._running.values())
         for child in running:

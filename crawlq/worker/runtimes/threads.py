@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from typing import TYPE_CHECKING
 
 from crawlq.jobs import Job
 from crawlq.worker.execute import execute
-from crawlq.worker.runtimes import take_queued
+from crawlq.worker.runtimes import SlotQueue
 
 if TYPE_CHECKING:
     from crawlq.worker.runtimes import RuntimeContext
@@ -18,7 +17,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("crawlq.worker")
 
 
-class ThreadRuntime:
+class ThreadRuntime(SlotQueue):
     """N daemon threads take jobs from one queue. A thread cannot be stopped from
     outside: ``cancel`` abandons it (being a daemon, it cannot keep the process alive)
     and starts a new thread for its slot; ``stuck`` counts abandoned threads still
@@ -27,8 +26,8 @@ class ThreadRuntime:
     stuck_after = 60.0
 
     def __init__(self, ctx: RuntimeContext) -> None:
+        super().__init__()
         self._ctx = ctx
-        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._count = 0
         self._lock = threading.Lock()
         self._running: dict[int, threading.Thread] = {}
@@ -43,7 +42,7 @@ class ThreadRuntime:
     def _loop(self) -> None:
         me = threading.current_thread()
         hooks, app, worker_id = self._ctx.hooks, self._ctx.app, self._ctx.worker_id
-        while (job := self._queue.get()) is not None:
+        while (job := self.next_job()) is not None:
             if not hooks.begin(job):
                 continue
             with self._lock:
@@ -61,12 +60,6 @@ class ThreadRuntime:
     def start(self) -> None:
         for _ in range(self._ctx.settings.concurrency):
             self._spawn()
-
-    def submit(self, job: Job) -> None:
-        self._queue.put(job)
-
-    def take_unstarted(self) -> list[Job]:
-        return take_queued(self._queue)
 
     def cancel(self, job: Job) -> None:
         with self._lock:
@@ -90,5 +83,4 @@ class ThreadRuntime:
     def stop(self) -> None:
         with self._lock:
             count = self._count
-        for _ in range(count):
-            self._queue.put(None)
+        self.stop_slots(count)
