@@ -25,6 +25,7 @@ from crawlq.jobs import (
 )
 from crawlq.limits import KeyLimit, Limits
 from crawlq.payload import MAX_EXACT, check_count, check_text
+from crawlq.stores.finished import FinishWaits
 from crawlq.types import JobId, JSONValue, Timestamp
 
 
@@ -142,7 +143,7 @@ class WaitParams:
 
 
 @runtime_checkable
-class Store(Protocol):
+class Store(FinishWaits, Protocol):
     """Durable storage for jobs.
 
     Contract (each sentence is a test in ``tests/stores``):

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import Any, TypeVar
+from typing import Any, LiteralString, TypeVar
 
 import psycopg
 from psycopg import errors, sql
@@ -93,6 +93,7 @@ from crawlq.stores.crawlrows import (
     summary_of,
 )
 from crawlq.stores.postgres.connections import Connections, unwell
+from crawlq.stores.postgres.finished import wait_finished
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE, totals_of
 from crawlq.stores.workers import (
     heartbeat_params,
@@ -949,6 +950,9 @@ class PostgresStore:
 
     # -- waiting ---------------------------------------------------------------------
 
+    def job_wait_finished(self, job_id: JobId, timeout: float) -> Job | None:
+        return wait_finished(self, job_id, timeout)  # crawlq.stores.finished
+
     def job_wait(self, params: WaitParams) -> None:
         deadline = time.monotonic() + params.timeout
         wanted = {f"{self.settings.schema}:{q}" for q in params.queues}
@@ -964,17 +968,20 @@ class PostgresStore:
                         return
 
     @contextmanager
-    def _listening(self) -> Iterator[Conn]:
-        """A dedicated connection that LISTENs for the call's duration; notifications
-        that arrived before are dropped (the caller looks for due jobs after this)."""
+    def _listening(
+        self, listen: LiteralString = Q["listen"], unlisten: LiteralString = Q["unlisten"]
+    ) -> Iterator[Conn]:
+        """A dedicated connection that LISTENs (on new jobs, unless told otherwise) for
+        the call's duration; notifications that arrived before are dropped (the caller
+        looks at the store after this)."""
         conn = self._take_listener()
         clean = False
         try:
-            conn.execute(Q["listen"])
+            conn.execute(listen)
             for _ in conn.notifies(timeout=0):
                 pass
             yield conn
-            conn.execute(Q["unlisten"])
+            conn.execute(unlisten)
             clean = True
         finally:
             if clean and not self._closed:

@@ -62,6 +62,7 @@ from crawlq.stores.base import (
 )
 from crawlq.stores.checks import check_page, check_results, check_ttl
 from crawlq.stores.redis import keys
+from crawlq.stores.redis.finished import wait_finished
 from crawlq.stores.workers import listed, worker_info
 from crawlq.types import JobId, Timestamp
 
@@ -116,6 +117,7 @@ SCRIPTS = (
     "limit_block",
     "limit_read",
     "store_summary",
+    "job_finish_wait",
 )
 SCAN_BUDGET = 1000
 """Job ids one listing, requeue or purge script looks at per call (bounds its run time)."""
@@ -736,6 +738,9 @@ class RedisStore:
         args = [_now_arg(now), _number(within, "within"), *queues]
         first = self._run("finding the next job a limit key keeps back", "job_next_gated", args)
         return float(first) if first else None
+
+    def job_wait_finished(self, job_id: JobId, timeout: float) -> Job | None:
+        return wait_finished(self, job_id, timeout)  # crawlq.stores.finished
 
     def job_wait(self, params: WaitParams) -> None:
         """Subscribe to the queues' wake-up channels, then return at once if a job is

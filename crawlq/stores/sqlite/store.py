@@ -75,6 +75,7 @@ from crawlq.stores.crawlrows import (
     on_finish_spec,
     summary_of,
 )
+from crawlq.stores.sqlite.finished import wait_finished
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE, totals_of
 from crawlq.stores.workers import (
     heartbeat_params,
@@ -894,6 +895,9 @@ class SQLiteStore:
     def _data_version(self) -> int:
         with self._wait_lock, _translate("watching for new jobs"):
             return int(self._wait_conn.execute("PRAGMA data_version").fetchone()[0])
+
+    def job_wait_finished(self, job_id: JobId, timeout: float) -> Job | None:
+        return wait_finished(self, job_id, timeout)  # crawlq.stores.finished
 
     def job_wait(self, params: WaitParams) -> None:
         deadline = time.monotonic() + params.timeout
