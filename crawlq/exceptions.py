@@ -10,8 +10,9 @@ A subclass's docstring is its default message::
     ├── CrawlClosed             the crawl finished or was cancelled: it takes no jobs
     ├── AddressRefused          the crawler refuses to connect to this host or address
     ├── JobNotFound             no job has this id (or it was pruned)
-    ├── JobFailed               the awaited job is dead: its last error and dead reason
-    ├── JobCancelled            the awaited job was cancelled
+    ├── JobEnded                the awaited job ended without a result (``job``):
+    │   ├── JobFailed           it is dead: its last error and dead reason
+    │   └── JobCancelled        it was cancelled
     ├── WaitTimeout             the awaited job did not finish in time (a TimeoutError)
     └── StoreError              a store failed an operation for good: the same call
         │                       would fail the same way (unless StoreUnavailable)
