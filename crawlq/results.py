@@ -56,7 +56,8 @@ def wait_finished(store: Store, job_id: JobId, timeout: float | None) -> Job:
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         remaining = WAIT_SLICE if deadline is None else deadline - time.monotonic()
-        job = store.job_wait_finished(job_id, max(0.0, min(remaining, WAIT_SLICE)))
+        wait = min(remaining, WAIT_SLICE)
+        job = store.job_wait_finished(job_id, wait) if wait > 0 else store.job_get(job_id)
         if job is None:
             raise JobNotFound(
                 f"no job with id {job_id} (done and cancelled jobs are pruned after the "
