@@ -74,6 +74,10 @@ class JobEnded(CrawlqError):
         super().__init__(message)
         self.job = job
 
+    def __reduce__(self) -> tuple[type[JobEnded], tuple[Job]]:
+        """Pickled as the job it is about (JobFailed and JobCancelled take only it)."""
+        return type(self), (self.job,)
+
 
 class JobFailed(JobEnded):
     """The awaited job is dead. ``error`` is its last error (the traceback of its last
@@ -108,6 +112,9 @@ class WaitTimeout(CrawlqError, TimeoutError):
         )
         self.job = job
         self.timeout = timeout
+
+    def __reduce__(self) -> tuple[type[WaitTimeout], tuple[Job, float]]:
+        return type(self), (self.job, self.timeout)
 
 
 class StoreError(CrawlqError):

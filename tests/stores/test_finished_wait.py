@@ -182,3 +182,56 @@ def test_many_waiters_of_one_job_all_wake(
         thread.join(10.0)
         assert outcome == [{"status": 200, "id": job_id}]
         assert ended[0] - finished_at < 10 * _latency_bound(store)
+
+
+def _announcements(
+    store: Store, store_name: str, request: pytest.FixtureRequest
+) -> Callable[[float], list[str]]:
+    """A listener of every job-end announcement of the store (PostgreSQL's NOTIFY on
+    crawlq_finished, Redis's {p}:fdone:* channels): a function returning what arrived
+    within some seconds."""
+    if store_name == "postgres":
+        import psycopg
+
+        conn = psycopg.connect(store.settings.conninfo(), autocommit=True)  # type: ignore[attr-defined]
+        request.addfinalizer(conn.close)
+        conn.execute("LISTEN crawlq_finished")
+
+        def received(seconds: float) -> list[str]:
+            return [n.payload for n in conn.notifies(timeout=seconds)]
+
+        return received
+    if store_name == "redis":
+        pubsub = store._client.pubsub()  # type: ignore[attr-defined]
+        request.addfinalizer(pubsub.close)
+        pubsub.psubscribe(f"{store.settings.prefix}:fdone:*")  # type: ignore[attr-defined]
+
+        def received_redis(seconds: float) -> list[str]:
+            deadline = time.monotonic() + seconds
+            got = []
+            while (remaining := deadline - time.monotonic()) > 0:
+                message = pubsub.get_message(timeout=remaining)
+                if message is not None and message["type"] == "pmessage":
+                    got.append(f"{message['channel']}={message['data']}")
+            return got
+
+        return received_redis
+    pytest.skip("SQLite announces nothing: waiters look at data_version")
+
+
+def test_only_jobs_someone_waits_for_are_announced(
+    store: Store, store_name: str, request: pytest.FixtureRequest
+) -> None:
+    received = _announcements(store, store_name, request)
+    unwatched = [add(store), add(store)]
+    watched = add(store)
+    for _ in unwatched:
+        assert complete(store, claim_one(store).lease)
+    assert store.job_wait_finished(watched, 0.05).state is JobState.PENDING  # type: ignore[union-attr]
+    assert store.job_cancel([watched]) == [watched]
+    if store_name == "postgres":
+        schema = store.settings.schema  # type: ignore[attr-defined]
+        assert received(0.5) == [f"{schema}:{watched}"]
+    else:
+        prefix = store.settings.prefix  # type: ignore[attr-defined]
+        assert received(0.5) == [f"{prefix}:fdone:{watched}=cancelled"]
