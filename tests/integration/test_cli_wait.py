@@ -1,5 +1,6 @@
 """``crawlq job ID --wait``: a real ``crawlq`` process waits while the job ends through
-another connection, on every store; its exit code says how the job ended."""
+another connection, on every store (``store_url`` of conftest.py); its exit code says how
+the job ended."""
 
 from __future__ import annotations
 
@@ -9,27 +10,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 
 from crawlq.jobs import JobSpec
 from crawlq.stores import open_store
 from crawlq.stores.base import ClaimParams, Completion, Failure, Store
-from tests import servers
-
-
-def _url(kind: str, directory: Path) -> str:
-    if kind == "sqlite":
-        return f"sqlite:///{directory / 'jobs.db'}"
-    if kind == "postgres":
-        return f"{servers.postgres().url}?schema={servers.isolated_name(directory, 't_')}"
-    return f"{servers.redis().url}?prefix={servers.isolated_name(directory, 't')}"
-
-
-@pytest.fixture(params=["sqlite", "postgres", "redis"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    return _url(request.param, tmp_path)
 
 
 @pytest.fixture
