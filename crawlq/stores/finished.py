@@ -3,8 +3,8 @@
 
 - PostgreSQL: a waiter registers the job in ``crawlq_finish_waits`` (migration 0008) and
   LISTENs on channel ``crawlq_finished``; a statement trigger NOTIFYs ``<schema>:<id>``
-  for each registered job that becomes done, dead or cancelled. A job no one waits for
-  costs its finishing statement one probe of that (usually empty) table.
+  for each registered job that becomes done, dead or cancelled. Every other update of
+  jobs pays one look at that (usually empty) table, and sends nothing.
 - Redis: a waiter SUBSCRIBEs to ``{p}:fdone:{id}`` and marks the job with the key
   ``{p}:fwait:{id}`` (expiring after the wait); every script that finishes a marked job
   publishes on the channel.

@@ -2,7 +2,8 @@
 -- LISTENs on channel crawlq_finished, and a statement trigger NOTIFYs '<schema>:<id>'
 -- for each registered job that becomes done, dead or cancelled, in the transaction that
 -- finishes it. Only registered jobs are announced, so completions no one waits for send
--- no NOTIFY (which would serialise their commits): they pay one probe of this table.
+-- no NOTIFY (which would serialise their commits): each UPDATE statement on crawlq_jobs
+-- pays one look at this (usually empty) table.
 -- A row lasts until `until` (store seconds), renewed by a waiter that waits on; expired
 -- rows are deleted by the next registration. Unlogged: registrations are not worth WAL,
 -- and a crash that empties the table only makes waiters fall back on their timeout.
