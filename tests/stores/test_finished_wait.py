@@ -11,11 +11,11 @@ import time
 from collections.abc import Callable
 
 import pytest
-from store_helpers import T0, add, claim_one, complete, fail
+from store_helpers import T0, add, claim_one, complete, fail, new_crawl, spec
 
 from crawlq import App, JobCancelled, JobFailed, JobNotFound, JobState, WaitTimeout
 from crawlq.exceptions import ConfigurationError
-from crawlq.jobs import Outcome, ScheduleResult
+from crawlq.jobs import Outcome, ScheduleResult, WorkerInfo
 from crawlq.stores.base import JobFilter, Store
 
 NOTIFY_LATENCY = 0.05
@@ -106,6 +106,50 @@ def test_a_cancelled_job_raises_job_cancelled(
     assert isinstance(error, JobCancelled)
     assert error.job.state is JobState.CANCELLED and "cancelled" in str(error)
     assert latency < _latency_bound(store)
+
+
+@pytest.mark.parametrize("how", ["expired lease", "reaped worker", "cancelled crawl"])
+def test_every_way_a_job_ends_wakes_its_waiter(
+    store: Store, open_same_store: Callable[[], Store], how: str
+) -> None:
+    """The ends no caller asks for by id: a lease that expired on the last attempt, a
+    worker declared dead, a crawl cancelled with its pending jobs."""
+    other = open_same_store()
+
+    def end(s: Store, job_id: int) -> None:
+        if how == "cancelled crawl":
+            assert s.crawl_cancel(crawl_id)
+            return
+        if how == "expired lease":
+            assert claim_one(s).id == job_id
+            assert s.job_expire_leases(now=T0 + 100) == [job_id]
+        else:
+            worker = WorkerInfo(
+                id="w1", host="h", pid=1, queues=("q",), runtime="thread", concurrency=1
+            )
+            s.worker_register(worker, now=T0)
+            assert claim_one(s, worker="w1").id == job_id
+            assert s.worker_reap(dead_after=30, gone=["w1"], now=T0) == ["w1"]
+
+    crawl_id = 0
+    if how == "cancelled crawl":
+        crawl_id = new_crawl(other, spec()).id
+        [job] = other.job_list(JobFilter(crawl=crawl_id))
+        job_id = job.id
+    else:
+        job_id = add(other, max_attempts=1)
+    thread, outcome, ended = _wait_in_thread(App(store), job_id)
+    time.sleep(0.15)
+    assert not outcome
+    end(other, job_id)
+    finished_at = time.monotonic()
+    thread.join(10.0)
+    assert outcome, "the wait did not return within 10 s of the job's end"
+    expected = JobCancelled if how == "cancelled crawl" else JobFailed
+    assert isinstance(outcome[0], expected), outcome
+    if isinstance(outcome[0], JobFailed):
+        assert outcome[0].reason == ("lease_expired" if how == "expired lease" else "worker_lost")
+    assert ended[0] - finished_at < _latency_bound(store)
 
 
 def test_a_retried_attempt_does_not_end_the_wait(
