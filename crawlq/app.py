@@ -24,6 +24,7 @@ from crawlq.hooks import FailureEvent, Hook, check_hook, run_hooks
 from crawlq.jobs import Job, JobSpec, QueueStats, ScheduleResult, WorkerInfo
 from crawlq.limits import KeyLimit, Limits
 from crawlq.payload import MAX_EXACT, check_count, check_name, check_seconds, encode_arguments
+from crawlq.results import job_id_of, result_of, wait_finished
 from crawlq.setups import Setups
 from crawlq.specs import ScheduleOptions, check_when
 from crawlq.stores import Store, open_store
@@ -196,6 +197,19 @@ class App:
 
     def get_job(self, job_id: int) -> Job | None:
         return self.store.job_get(check_count("job id", job_id, 1))
+
+    def wait(self, job: int | ScheduleResult, *, timeout: float | None = None) -> Job:
+        """Block until the job (an id, or what ``task.schedule`` returned) is done, dead
+        or cancelled, and return it. Woken by the store's notification of its end, not by
+        polling. ``WaitTimeout`` (a ``TimeoutError``) after ``timeout`` seconds (None:
+        wait as long as it takes); ``JobNotFound`` if there is no such job."""
+        return wait_finished(self.store, job_id_of(job), timeout)
+
+    def result(self, job: int | ScheduleResult, *, timeout: float | None = None) -> Any:
+        """Wait for the job as ``wait`` does and return what its task returned (as JSON);
+        ``JobFailed`` (with the job's last error) if it is dead, ``JobCancelled`` if it
+        was cancelled, ``WaitTimeout`` if it did not finish within ``timeout`` s."""
+        return result_of(self.wait(job, timeout=timeout))
 
     def cancel(self, *job_ids: int) -> list[int]:
         """Cancel pending or running jobs; returns the ids that were cancelled."""

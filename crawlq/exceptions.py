@@ -9,6 +9,11 @@ A subclass's docstring is its default message::
     ├── CrawlNotFound           no crawl has this id
     ├── CrawlClosed             the crawl finished or was cancelled: it takes no jobs
     ├── AddressRefused          the crawler refuses to connect to this host or address
+    ├── JobNotFound             no job has this id (or it was pruned)
+    ├── JobEnded                the awaited job ended without a result (``job``):
+    │   ├── JobFailed           it is dead: its last error and dead reason
+    │   └── JobCancelled        it was cancelled
+    ├── WaitTimeout             the awaited job did not finish in time (a TimeoutError)
     └── StoreError              a store failed an operation for good: the same call
         │                       would fail the same way (unless StoreUnavailable)
         └── StoreUnavailable    transient: the store cannot be reached, is restarting,
@@ -20,6 +25,11 @@ worker what to do with the current attempt.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from crawlq.jobs import Job
 
 
 class CrawlqError(Exception):
@@ -51,6 +61,60 @@ class CrawlClosed(CrawlqError):
 
 class AddressRefused(CrawlqError):
     """The host is, or resolves to, an address the crawler must not connect to."""
+
+
+class JobNotFound(CrawlqError, LookupError):
+    """No job has this id (done and cancelled jobs are pruned after the retention)."""
+
+
+class JobEnded(CrawlqError):
+    """The awaited job ended without a result. ``job`` is the job as the store holds it."""
+
+    def __init__(self, job: Job, message: str) -> None:
+        super().__init__(message)
+        self.job = job
+
+    def __reduce__(self) -> tuple[type[JobEnded], tuple[Job]]:
+        """Pickled as the job it is about (JobFailed and JobCancelled take only it)."""
+        return type(self), (self.job,)
+
+
+class JobFailed(JobEnded):
+    """The awaited job is dead. ``error`` is its last error (the traceback of its last
+    attempt), ``reason`` why it died (``max_attempts``, ``discarded``, ``timeout``,
+    ``lease_expired``, ``bad_result`` ...)."""
+
+    def __init__(self, job: Job) -> None:
+        self.error = job.last_error or ""
+        self.reason = job.dead_reason or "unknown"
+        last = self.error.strip().splitlines()[-1:] or ["no error recorded"]
+        super().__init__(
+            job,
+            f"job {job.id} ({job.task}) is dead ({self.reason}) after {job.attempts} "
+            f"attempt(s): {last[0]}",
+        )
+
+
+class JobCancelled(JobEnded):
+    """The awaited job was cancelled before it finished."""
+
+    def __init__(self, job: Job) -> None:
+        super().__init__(job, f"job {job.id} ({job.task}) was cancelled")
+
+
+class WaitTimeout(CrawlqError, TimeoutError):
+    """The awaited job did not finish in time. ``job`` is the job as it was then."""
+
+    def __init__(self, job: Job, timeout: float) -> None:
+        super().__init__(
+            f"job {job.id} ({job.task}) did not finish within {timeout:g} s: it is "
+            f"{job.state.value}"
+        )
+        self.job = job
+        self.timeout = timeout
+
+    def __reduce__(self) -> tuple[type[WaitTimeout], tuple[Job, float]]:
+        return type(self), (self.job, self.timeout)
 
 
 class StoreError(CrawlqError):

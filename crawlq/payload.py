@@ -187,8 +187,20 @@ def encode_arguments(
 
 
 def encode_result(task: str, value: Any, *, max_bytes: int) -> JSONValue:
-    """Check a task's return value like an argument; None, the common case, is free."""
+    """A task's return value as the store keeps it: JSON values only (checked as an
+    argument is), at most ``max_bytes`` once encoded (the app's ``max_payload_bytes``,
+    512 KiB by default); else a PayloadError saying so. None, the common case, is free."""
     if value is None:
         return None
-    [plain], _ = encode_arguments(task, [value], {}, names=("result",), max_bytes=max_bytes)
+    _check(value, f"the result of task {task!r}")
+    text = json.dumps(value, separators=(",", ":"))
+    size = len(text) if text.isascii() else len(text.encode())
+    if size > max_bytes:
+        raise PayloadError(
+            f"the result of task {task!r} takes {size} bytes as JSON, over the limit of "
+            f"{max_bytes}: return something small (a count, an id, a location) and store "
+            "large data elsewhere (crawl results, a file, object storage), or raise "
+            "App(max_payload_bytes=...)"
+        )
+    plain: JSONValue = json.loads(text)  # tuples become lists, nothing is shared
     return plain

@@ -19,7 +19,9 @@ from crawlq.cli.output import (
     table,
 )
 from crawlq.cli.params import duration_option, when_options
+from crawlq.exceptions import JobEnded, WaitTimeout
 from crawlq.jobs import Job, JobState
+from crawlq.results import result_of
 from crawlq.stores.base import JobFilter
 
 DEFAULT_LIMIT = 50
@@ -116,25 +118,77 @@ def _detail_rows(job: Job) -> list[tuple[str, object]]:
     ]
 
 
+class _Dead(click.ClickException):
+    """``crawlq job ID --wait``: the job is dead."""
+
+    exit_code = 3
+
+
+class _Cancelled(click.ClickException):
+    """``crawlq job ID --wait``: the job was cancelled."""
+
+    exit_code = 4
+
+
+class _TimedOut(click.ClickException):
+    """``crawlq job ID --wait --timeout``: the job did not finish in time (as timeout(1))."""
+
+    exit_code = 124
+
+
+_ENDED = {JobState.DEAD: _Dead, JobState.CANCELLED: _Cancelled}
+
+
 @click.command()
 @target_options
 @click.argument("job_id", metavar="ID", type=int)
 @json_option
-def job(job_id: int, as_json: bool) -> None:
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="Block until the job is done, dead or cancelled (woken by the store's "
+    "notification of its end), then show it. Exits 0 done, 3 dead, 4 cancelled.",
+)
+@duration_option(
+    "--timeout",
+    help="With --wait: give up after this long (seconds, or 90s, 15m, 2h), exit 124. "
+    "Default: wait as long as it takes.",
+)
+def job(job_id: int, as_json: bool, wait: bool, timeout: float | None) -> None:
     """Show one job in full.
 
     Every field, the result of a done job and the last error (with its traceback).
 
-    Exits 1 if there is no such job (or it was pruned).
+    Exits 1 if there is no such job (or it was pruned). With --wait: 0 once the job is
+    done, 3 if it is dead, 4 if it was cancelled, 124 if it did not finish within
+    --timeout.
 
     \b
-    Example:
+    Examples:
       crawlq job 42
+      crawlq job 42 --wait --timeout 10m --json | jq .result
     """
+    if timeout is not None and not wait:
+        raise click.UsageError("--timeout goes with --wait")
     with open_app() as app:
-        found = app.get_job(job_id)
+        if wait:
+            try:
+                found: Job | None = app.wait(job_id, timeout=timeout)
+            except WaitTimeout as exc:
+                raise _TimedOut(str(exc)) from exc
+        else:
+            found = app.get_job(job_id)
     if found is None:
         raise click.ClickException(f"no job with id {job_id} (it may have been pruned)")
+    _show_job(found, as_json)
+    if wait and found.state in _ENDED:
+        try:
+            result_of(found)
+        except JobEnded as exc:
+            raise _ENDED[found.state](str(exc)) from exc
+
+
+def _show_job(found: Job, as_json: bool) -> None:
     if as_json:
         print_json(job_to_dict(found))
         return

@@ -31,6 +31,7 @@ from crawlq.jobs import (
 from crawlq.limits import KeyLimit, Limits
 from crawlq.payload import MAX_EXACT, check_count, check_text
 from crawlq.stores.checks import check_finite
+from crawlq.stores.finished import FinishWaits
 from crawlq.types import JobId, JSONValue, Timestamp
 
 
@@ -150,7 +151,7 @@ class WaitParams:
 
 
 @runtime_checkable
-class JobStore(Protocol):
+class JobStore(FinishWaits, Protocol):
     """Durable storage for jobs, the workers that run them and their queues: the part of
     the contract a store that only runs jobs keeps.
 

@@ -104,7 +104,15 @@ def settle(
     try:
         encoded = encode_result(job.task, result, max_bytes=app.max_payload_bytes)
     except PayloadError as err:
-        return failure(job, err, task.options.backoff, reason="bad_result")
+        # The task ran to its end: running it again would redo its work and return the
+        # same kind of value, so the job is dead at once, whatever its attempts left.
+        return Failure(
+            lease=job.lease,
+            error=_error_text(err),
+            retry_delay=None,
+            reason="bad_result",
+            exception=exception_line(err),
+        )
     return Completion(lease=job.lease, result=encoded, children=tuple(ctx.children))
 
 

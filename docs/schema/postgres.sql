@@ -44,6 +44,12 @@ CREATE TABLE crawlq_crawls (
     CONSTRAINT crawlq_crawls_state_check CHECK ((state = ANY (ARRAY['running'::text, 'paused'::text, 'finished'::text, 'cancelled'::text])))
 );
 
+CREATE TABLE crawlq_finish_waits (
+    job_id bigint NOT NULL,
+    until double precision NOT NULL,
+    CONSTRAINT crawlq_finish_waits_pkey PRIMARY KEY (job_id)
+);
+
 CREATE TABLE crawlq_jobs (
     id bigint NOT NULL DEFAULT nextval('crawlq_jobs_id_seq'::regclass),
     queue text COLLATE "C" NOT NULL,
@@ -160,6 +166,8 @@ CREATE SEQUENCE crawlq_jobs_id_seq OWNED BY crawlq_jobs.id;
 CREATE INDEX crawlq_cache_expires ON crawlq_cache USING btree (expires_at);
 
 CREATE INDEX crawlq_crawls_state ON crawlq_crawls USING btree (state, id);
+
+CREATE INDEX crawlq_finish_waits_until ON crawlq_finish_waits USING btree (until);
 
 CREATE INDEX crawlq_jobs_claim ON crawlq_jobs USING btree (queue, priority DESC, run_at, id) WHERE (state = 'ready'::text);
 
@@ -293,6 +301,24 @@ AS $function$
 BEGIN
     INSERT INTO crawlq_count_deltas (queue, state, n)
     SELECT queue, state, -count(*) FROM old_rows GROUP BY queue, state;
+    RETURN NULL;
+END $function$;
+
+CREATE OR REPLACE FUNCTION crawlq_jobs_finish_notify()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'crawlq'
+AS $function$
+BEGIN
+    IF NOT EXISTS (SELECT FROM crawlq_finish_waits) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM pg_notify('crawlq_finished', TG_TABLE_SCHEMA || ':' || n.id)
+    FROM new_rows AS n
+    JOIN old_rows AS o ON o.id = n.id
+    JOIN crawlq_finish_waits AS w ON w.job_id = n.id
+    WHERE n.state IN ('done', 'dead', 'cancelled')
+      AND o.state NOT IN ('done', 'dead', 'cancelled');
     RETURN NULL;
 END $function$;
 
@@ -553,6 +579,8 @@ $function$;
 CREATE CONSTRAINT TRIGGER crawlq_crawls_finish AFTER INSERT OR UPDATE ON crawlq_crawls DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (new.pending = 0 AND new.running = 0 AND (new.state = ANY (ARRAY['running'::text, 'paused'::text]))) EXECUTE FUNCTION crawlq_crawl_finish();
 
 CREATE TRIGGER crawlq_jobs_deleted AFTER DELETE ON crawlq_jobs REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION crawlq_jobs_deleted();
+
+CREATE TRIGGER crawlq_jobs_finish_notify AFTER UPDATE ON crawlq_jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION crawlq_jobs_finish_notify();
 
 CREATE TRIGGER crawlq_jobs_inserted AFTER INSERT ON crawlq_jobs REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION crawlq_jobs_inserted();
 

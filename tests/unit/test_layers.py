@@ -17,7 +17,7 @@ LAYERS: list[set[str]] = [
     {"config", "fingerprint", "limits", "retry", "hooks", "setups"},
     {"crawls"},
     {"stores"},
-    {"specs"},
+    {"specs", "results"},
     {"tasks"},
     {"app"},
     {"context"},
@@ -34,6 +34,8 @@ LAYER = {part: n for n, parts in enumerate(LAYERS) for part in parts}
 KNOWN_UPWARD = {
     ("exceptions.py", "payload"): "Retry and Snooze check their delay by payload's rule, "
     "imported inside the function",
+    ("exceptions.py", "jobs"): "JobFailed, JobCancelled and WaitTimeout carry the finished "
+    "Job (a type-checking import only)",
     ("crawler/fetch.py", "__init__"): "the User-Agent's crawlq.__version__",
     ("web/api.py", "cli"): "the web API gives jobs, crawls and workers as the CLI's --json",
 }

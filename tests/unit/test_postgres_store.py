@@ -505,6 +505,7 @@ def test_concurrent_opens_migrate_once(open_pg: OpenPG, raw: Any) -> None:
         (6, "0006_worker_process.sql"),
         (7, "0007_totals.sql"),
         (8, "0008_rules.sql"),
+        (9, "0009_finish_waits.sql"),
     ]
 
 

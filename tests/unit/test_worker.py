@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -266,6 +267,50 @@ def test_result_that_is_not_json_fails_the_attempt_clearly(app: App) -> None:
     drain(app)
     dead = job(app, job_id)
     assert dead.dead_reason == "bad_result" and "not JSON" in (dead.last_error or "")
+
+
+def test_a_result_over_the_cap_sends_the_job_dead_at_once(tmp_path: Path) -> None:
+    app = App(f"sqlite:///{tmp_path / 'jobs.db'}", max_payload_bytes=1000)
+    runs: list[int] = []
+
+    @app.task(name="big", max_attempts=3)
+    def big(ctx: JobContext) -> str:
+        runs.append(ctx.job.attempts)
+        return "x" * 2000
+
+    job_id = big.schedule().job_id
+    drain(app)
+    dead = job(app, job_id)
+    assert runs == [1], "a task that ran to its end is not run again for its result"
+    assert (dead.state, dead.dead_reason, dead.attempts) == (JobState.DEAD, "bad_result", 1)
+    assert "the result of task 'big' takes 2002 bytes as JSON, over the limit of 1000" in (
+        dead.last_error or ""
+    )
+    with pytest.raises(crawlq.JobFailed, match="bad_result"):
+        app.result(job_id, timeout=0)
+    app.close()
+
+
+def test_result_waits_for_a_running_worker_and_raises_its_errors(app: App) -> None:
+    @app.task(name="square")
+    def square(ctx: JobContext, n: int) -> int:
+        if n < 0:
+            raise crawlq.Discard(f"no square root of {n} wanted")
+        time.sleep(0.2)
+        return n * n
+
+    worker = app.worker(WorkerSettings(concurrency=2, poll_timeout=0.05))
+    runner = threading.Thread(target=worker.run)
+    runner.start()
+    try:
+        assert app.result(square.schedule(12), timeout=10) == 144
+        with pytest.raises(crawlq.JobFailed, match=r"discarded.*no square root of -1"):
+            app.result(square.schedule(-1).job_id, timeout=10)
+        with pytest.raises(crawlq.WaitTimeout):
+            app.result(square.schedule(3, delay=60), timeout=0.1)
+    finally:
+        worker.stop()
+        runner.join(10)
 
 
 def test_job_of_an_unknown_task_ends_dead_with_a_reason(app: App) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, LiteralString
 
 from psycopg.rows import DictRow
 
@@ -167,17 +167,20 @@ class PostgresQueues(PostgresCore, JobGate):
                         return
 
     @contextmanager
-    def _listening(self) -> Iterator[Conn]:
-        """A dedicated connection that LISTENs for the call's duration; notifications
-        that arrived before are dropped (the caller looks for due jobs after this)."""
+    def _listening(
+        self, listen: LiteralString = Q["listen"], unlisten: LiteralString = Q["unlisten"]
+    ) -> Iterator[Conn]:
+        """A dedicated connection that LISTENs (on new jobs, unless told otherwise) for
+        the call's duration; notifications that arrived before are dropped (the caller
+        looks at the store after this)."""
         conn = self._take_listener()
         clean = False
         try:
-            conn.execute(Q["listen"])
+            conn.execute(listen)
             for _ in conn.notifies(timeout=0):
                 pass
             yield conn
-            conn.execute(Q["unlisten"])
+            conn.execute(unlisten)
             clean = True
         finally:
             if clean and not self._closed:

@@ -31,16 +31,18 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import DictRow, dict_row
 
+from crawlq.jobs import Job
 from crawlq.stores.base import Capabilities
 from crawlq.stores.postgres.connections import Connections
 from crawlq.stores.postgres.core import Conn, PostgresSettings, Q, translate
 from crawlq.stores.postgres.crawls import PostgresCrawls
+from crawlq.stores.postgres.finished import wait_finished
 from crawlq.stores.postgres.jobs import PostgresJobs
 from crawlq.stores.postgres.queues import PostgresQueues
 from crawlq.stores.postgres.storage import PostgresStorage
 from crawlq.stores.postgres.workers import PostgresWorkers
 from crawlq.stores.sqlmigrations import Migrations, migration_files
-from crawlq.types import Timestamp
+from crawlq.types import JobId, Timestamp
 
 
 def _known_migrations() -> dict[int, Traversable]:
@@ -98,6 +100,9 @@ class PostgresStore(PostgresJobs, PostgresQueues, PostgresWorkers, PostgresCrawl
             listeners, self._listeners = self._listeners, []
         for conn in listeners:
             conn.close()
+
+    def job_wait_finished(self, job_id: JobId, timeout: float) -> Job | None:
+        return wait_finished(self, job_id, timeout)  # crawlq.stores.finished
 
     def now(self) -> Timestamp:
         row = self._run(

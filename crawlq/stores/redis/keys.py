@@ -33,6 +33,10 @@ Key layout::
     {p}:q:{queue}:cancelled   zset    cancelled job ids, score = finished_at
     {p}:wake:{queue}          channel published when jobs of the queue become pending;
                                       the message is the earliest run_at among them
+    {p}:fwait:{id}            string  someone waits for the job to finish: the end of the
+                                      wait (store seconds); expires a minute after it
+    {p}:fdone:{id}            channel published (message: the state) when a job marked
+                                      by {p}:fwait:{id} becomes done, dead or cancelled
     {p}:workers               zset    every registered worker id, score = started_at
     {p}:workers:alive         zset    alive worker ids, score = last_heartbeat (reap)
     {p}:workers:ended         zset    stopped and dead worker ids, score = stopped_at
@@ -121,6 +125,8 @@ TEMPLATES: dict[str, str] = {
     "counts": "{p}:q:{queue}:counts",
     "finished": "{p}:q:{queue}:{state}",
     "wake": "{p}:wake:{queue}",
+    "finish_wait": "{p}:fwait:{id}",
+    "finish_channel": "{p}:fdone:{id}",
     "workers": "{p}:workers",
     "workers_alive": "{p}:workers:alive",
     "workers_ended": "{p}:workers:ended",

@@ -21,8 +21,10 @@ from importlib import resources
 from typing import cast
 
 from crawlq.exceptions import ConfigurationError
+from crawlq.jobs import Job
 from crawlq.stores.base import Capabilities
 from crawlq.stores.redis import keys
+from crawlq.types import JobId
 
 try:
     import redis
@@ -37,6 +39,7 @@ except ImportError as exc:  # pragma: no cover - depends on what is installed
 
 from crawlq.stores.redis.core import RedisSettings, translate
 from crawlq.stores.redis.crawls import RedisCrawls
+from crawlq.stores.redis.finished import wait_finished
 from crawlq.stores.redis.jobs import RedisJobs
 from crawlq.stores.redis.queues import RedisQueues
 from crawlq.stores.redis.storage import RedisStorage
@@ -167,6 +170,9 @@ class RedisStore(RedisJobs, RedisQueues, RedisWaiting, RedisWorkers, RedisCrawls
     def _where(self) -> str:
         kwargs = self._client.connection_pool.connection_kwargs
         return f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
+
+    def job_wait_finished(self, job_id: JobId, timeout: float) -> Job | None:
+        return wait_finished(self, job_id, timeout)  # crawlq.stores.finished
 
     def close(self) -> None:
         with self._pubsubs_lock:

@@ -19,17 +19,19 @@ import threading
 import time
 
 from crawlq.exceptions import ConfigurationError, StoreError
+from crawlq.jobs import Job
 from crawlq.stores import states
 from crawlq.stores._sqlfile import split_statements
 from crawlq.stores.base import Capabilities
 from crawlq.stores.sqlite.core import Q, SQLiteSettings, is_busy
 from crawlq.stores.sqlite.crawls import SQLiteCrawls
+from crawlq.stores.sqlite.finished import wait_finished
 from crawlq.stores.sqlite.jobs import SQLiteJobs
 from crawlq.stores.sqlite.queues import SQLiteQueues
 from crawlq.stores.sqlite.storage import SQLiteStorage
 from crawlq.stores.sqlite.workers import SQLiteWorkers
 from crawlq.stores.sqlmigrations import Migrations, migration_files
-from crawlq.types import Timestamp
+from crawlq.types import JobId, Timestamp
 
 
 def add_functions(conn: sqlite3.Connection) -> None:
@@ -110,6 +112,9 @@ class SQLiteStore(SQLiteJobs, SQLiteQueues, SQLiteWorkers, SQLiteCrawls, SQLiteS
         with self._lock, self._wait_lock:
             self._conn.close()
             self._wait_conn.close()
+
+    def job_wait_finished(self, job_id: JobId, timeout: float) -> Job | None:
+        return wait_finished(self, job_id, timeout)  # crawlq.stores.finished
 
     def now(self) -> Timestamp:
         return time.time()

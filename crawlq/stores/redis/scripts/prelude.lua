@@ -816,6 +816,9 @@ local function finish(job, state, now, fields)
   if job.lkey then
     reconcile(job.lkey)
   end
+  if redis.call('EXISTS', K.finish_wait(job.id)) == 1 then
+    redis.call('PUBLISH', K.finish_channel(job.id), state)  -- crawlq.stores.finished
+  end
 end
 
 -- A running job taken back from its worker (lease expired, worker declared dead):
