@@ -118,8 +118,7 @@ def _zone(tz: str) -> ZoneInfo:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
         raise ConfigurationError(
-            f"tz={tz!r} is not a known time zone: give an IANA name such as UTC or "
-            "Europe/Berlin"
+            f"tz={tz!r} is not a known time zone: give an IANA name such as UTC or Europe/Berlin"
         ) from None
 
 

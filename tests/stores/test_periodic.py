@@ -12,7 +12,6 @@ from store_helpers import T0
 from crawlq.jobs import JobSpec, JobState, Lease, Outcome
 from crawlq.periodic import (
     CatchUp,
-    FireOutcome,
     Firing,
     Periodic,
     PeriodicInfo,
@@ -33,9 +32,7 @@ def every(
 
 
 def put(store: Store, periodic: Periodic, now: Timestamp = T0) -> Outcome:
-    return periodic_store(store).periodic_put(
-        periodic, next_fire=periodic.next_after(now), now=now
-    )
+    return periodic_store(store).periodic_put(periodic, next_fire=periodic.next_after(now), now=now)
 
 
 def fire(store: Store, now: Timestamp, limit: int = 100) -> list[tuple[str, float, str]]:

@@ -500,6 +500,7 @@ def test_concurrent_opens_migrate_once(open_pg: OpenPG, raw: Any) -> None:
         (5, "0005_long_keys.sql"),
         (6, "0006_worker_process.sql"),
         (7, "0007_totals.sql"),
+        (8, "0008_periodic.sql"),
     ]
 
 

@@ -62,6 +62,7 @@ from crawlq.stores.base import (
 )
 from crawlq.stores.checks import check_page, check_results, check_ttl
 from crawlq.stores.redis import keys
+from crawlq.stores.redis.periodic import PERIODIC_SCRIPTS, RedisPeriodic
 from crawlq.stores.workers import listed, worker_info
 from crawlq.types import JobId, Timestamp
 
@@ -116,6 +117,7 @@ SCRIPTS = (
     "limit_block",
     "limit_read",
     "store_summary",
+    *PERIODIC_SCRIPTS,
 )
 SCAN_BUDGET = 1000
 """Job ids one listing, requeue or purge script looks at per call (bounds its run time)."""
@@ -422,7 +424,7 @@ def _key_limit(row: Sequence[str]) -> KeyLimit:
     )
 
 
-class RedisStore:
+class RedisStore(RedisPeriodic):
     """The Redis store. Thread-safe: each call borrows a pooled connection."""
 
     capabilities = Capabilities(notify=True, multi_host=True)
