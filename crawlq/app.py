@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -42,6 +43,7 @@ from crawlq.stores import Store, open_store
 from crawlq.tasks import Task, default_name, make_options
 
 if TYPE_CHECKING:
+    from crawlq.schedules import Schedules
     from crawlq.worker.worker import Worker
 
 P = ParamSpec("P")
@@ -138,6 +140,25 @@ class App:
             return task
 
         return register if fn is None else register(fn)
+
+    def periodic(
+        self, cron: str | None = None, /, **options: Any
+    ) -> Callable[[Callable[P, R]], Task[P, R]]:
+        """Register a function as a task that runs on a schedule: ``@app.periodic("0 */6
+        * * *", tz="Europe/Berlin")`` (cron, five fields or six with seconds first) or
+        ``@app.periodic(every=timedelta(hours=6))``. Schedule options: ``args``,
+        ``kwargs`` and ``key`` of its jobs, ``tz``, ``catch_up`` ("once" or "skip"),
+        ``overlap``, ``grace`` and ``schedule_name``; every other option is the task's,
+        as for ``@app.task``. Stacked on a task, it adds a schedule to it. Workers of
+        the app store the schedule when they start; see ``crawlq.periodic``."""
+        return self.schedules.decorator(cron, options)
+
+    @functools.cached_property
+    def schedules(self) -> Schedules:
+        """The periodic schedules: declared in code, and held by the store."""
+        from crawlq.schedules import Schedules
+
+        return Schedules(self)
 
     def on_failure(self, hook: Hook) -> Hook:
         """Register ``hook(event)`` for every failed attempt of every task (a decorator);
