@@ -143,7 +143,8 @@ class Periodic:
         check_name(self.name, "schedule name")
         if (self.cron is None) == (self.every is None):
             raise ConfigurationError(
-                f"schedule {self.name!r}: give a cron expression or every=, exactly one"
+                f"schedule {self.name!r}: give a cron expression or an interval (every=, "
+                "--every), exactly one"
             )
         if self.spec.crawl is not None or self.spec.fingerprint is not None:
             raise ConfigurationError(
