@@ -37,6 +37,7 @@ Overlap
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -233,11 +234,21 @@ class Periodic:
 
     @classmethod
     def from_definition(cls, name: str, text: str) -> Periodic:
-        """The schedule ``definition`` stored."""
+        """The schedule ``definition`` stored (decoded once per process: the scheduler
+        reads the same definitions at every fire)."""
+        return _decoded(name, text)
+
+    @classmethod
+    def _decode(cls, name: str, text: str) -> Periodic:
         fields = json.loads(text)
         spec = fields.pop("spec")
         spec["on_conflict"] = ConflictPolicy(spec["on_conflict"])
         return cls(name=name, spec=JobSpec(**spec), **fields)
+
+
+@functools.lru_cache(maxsize=65536)
+def _decoded(name: str, text: str) -> Periodic:
+    return Periodic._decode(name, text)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -3,9 +3,11 @@
 
 A fire is one transaction for a batch of due schedules: they are read and locked with
 ``FOR UPDATE SKIP LOCKED`` (a concurrent scheduler takes the next ones instead of
-waiting), planned in Python, checked and moved on with one ``UPDATE ... FROM unnest``,
-recorded in the ledger with one ``INSERT ... ON CONFLICT DO NOTHING`` (the unique
-write), and their jobs scheduled as ``job_schedule`` does, before the commit."""
+waiting), planned in Python, checked and moved on with one ``UPDATE ... FROM unnest``
+(which also reads whether each fire time is in the ledger), their jobs scheduled as
+``job_schedule`` does, and recorded in the ledger with one ``INSERT`` whose primary key
+(schedule, fire time) is the unique write: a violation rolls the whole transaction back
+and it runs again. A fire locks schedules, then jobs; nothing locks them the other way."""
 
 from __future__ import annotations
 
@@ -118,37 +120,24 @@ class PostgresPeriodic:
     def _fire(
         self, conn: Conn, firings: list[Firing], t: float, now: Timestamp | None
     ) -> list[FireRecord]:
-        def columns(chosen: list[Firing], *names: str) -> dict[str, Any]:
-            values: dict[str, Any] = {"now": now}
-            for name in names:
-                values[name] = [getattr(f, name) for f in chosen]
-            values["outcome"] = [f.outcome.value for f in chosen]
-            return values
-
+        params = {
+            "name": [f.name for f in firings],
+            "fire_at": [f.fire_at for f in firings],
+            "revision": [f.revision for f in firings],
+            "next_fire": [f.next_fire for f in firings],
+            "now": now,
+        }
         claimed = {
             (r["name"], r["fire_at"])
-            for r in conn.execute(
-                PQ["periodic_claim"],
-                columns(firings, "name", "fire_at", "revision", "next_fire"),
-            ).fetchall()
+            for r in conn.execute(PQ["periodic_claim"], params).fetchall()
+            if not r["recorded"]
         }
         kept = [f for f in firings if (f.name, f.fire_at) in claimed]
-        recorded = {
-            (r["name"], r["fire_at"])
-            for r in conn.execute(
-                PQ["periodic_record"], columns(kept, "name", "fire_at")
-            ).fetchall()
-        }
-        kept = [f for f in kept if (f.name, f.fire_at) in recorded]
         fired = [f for f in kept if f.outcome is FireOutcome.FIRED and f.spec is not None]
-        jobs: dict[str, int] = {}
-        if fired:
-            specs = [f.spec for f in fired if f.spec is not None]
-            results = self._insert(conn, specs, now)
-            jobs = {f.name: r.job_id for f, r in zip(fired, results, strict=True)}
-            params = {**columns(fired, "name", "fire_at"), "job_id": list(jobs.values())}
-            conn.execute(PQ["periodic_set_jobs"], params)
-        return [
+        specs = [f.spec for f in fired if f.spec is not None]
+        results = self._insert(conn, specs, now) if specs else []
+        jobs = {f.name: r.job_id for f, r in zip(fired, results, strict=True)}
+        records = [
             FireRecord(
                 name=f.name,
                 fire_at=f.fire_at,
@@ -158,6 +147,16 @@ class PostgresPeriodic:
             )
             for f in kept
         ]
+        if records:
+            values = {
+                "name": [r.name for r in records],
+                "fire_at": [r.fire_at for r in records],
+                "outcome": [r.outcome.value for r in records],
+                "job_id": [r.job_id for r in records],
+                "now": now,
+            }
+            conn.execute(PQ["periodic_record"], values)
+        return records
 
     def periodic_next(self) -> Timestamp | None:
         rows = self._periodic_rows("reading the next fire time", "periodic_next", {})

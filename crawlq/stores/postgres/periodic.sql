@@ -60,34 +60,40 @@ WITH changed AS (
 SELECT name FROM crawlq_periodic WHERE name = %(name)s;
 
 -- name: periodic_claim
--- The check of planned fires: a schedule moves on only if it is as planned.
-UPDATE crawlq_periodic p
-SET next_fire = f.next_fire, last_fire = f.fire_at, updated_at = crawlq_now(%(now)s)
-FROM unnest(%(name)s::text[], %(fire_at)s::float8[], %(revision)s::bigint[],
-            %(next_fire)s::float8[]) AS f(name, fire_at, revision, next_fire)
-WHERE p.name = f.name AND NOT p.paused AND p.revision = f.revision
-  AND p.next_fire = f.fire_at
-RETURNING p.name, f.fire_at;
+-- The check of planned fires: a schedule (locked by periodic_due) moves on only if it is
+-- as planned. Returns the schedules moved on, and whether their fire time is in the
+-- ledger already (then the fire does nothing more).
+WITH planned AS (
+    SELECT * FROM unnest(%(name)s::text[], %(fire_at)s::float8[], %(revision)s::bigint[],
+                         %(next_fire)s::float8[])
+                  AS f(name, fire_at, revision, next_fire)
+), claimed AS (
+    UPDATE crawlq_periodic p
+    SET next_fire = f.next_fire, last_fire = f.fire_at, updated_at = crawlq_now(%(now)s)
+    FROM planned f
+    WHERE p.name = f.name AND NOT p.paused AND p.revision = f.revision
+      AND p.next_fire = f.fire_at
+    RETURNING p.name, f.fire_at
+)
+SELECT c.name, c.fire_at, x.name IS NOT NULL AS recorded
+FROM claimed c
+LEFT JOIN crawlq_periodic_fires x ON x.name = c.name AND x.fire_at = c.fire_at;
 
 -- name: periodic_record
--- The unique writes: nothing for a fire time in the ledger already.
-INSERT INTO crawlq_periodic_fires (name, fire_at, outcome, fired_at)
-SELECT f.name, f.fire_at, f.outcome, crawlq_now(%(now)s)
-FROM unnest(%(name)s::text[], %(fire_at)s::float8[], %(outcome)s::text[])
-     AS f(name, fire_at, outcome)
-ON CONFLICT (name, fire_at) DO NOTHING
-RETURNING name, fire_at;
-
--- name: periodic_set_jobs
+-- The unique writes of the fires, with their jobs: a fire time in the ledger already
+-- (which the schedule's lock and periodic_claim rule out) is a unique violation that
+-- rolls the whole transaction back, jobs included.
 WITH fires AS (
-    UPDATE crawlq_periodic_fires p SET job_id = f.job_id
-    FROM unnest(%(name)s::text[], %(fire_at)s::float8[], %(job_id)s::bigint[])
-         AS f(name, fire_at, job_id)
-    WHERE p.name = f.name AND p.fire_at = f.fire_at
+    SELECT * FROM unnest(%(name)s::text[], %(fire_at)s::float8[], %(outcome)s::text[],
+                         %(job_id)s::bigint[])
+                  AS f(name, fire_at, outcome, job_id)
+), last AS (
+    UPDATE crawlq_periodic p SET last_job = f.job_id
+    FROM fires f
+    WHERE p.name = f.name AND f.job_id IS NOT NULL
 )
-UPDATE crawlq_periodic p SET last_job = f.job_id
-FROM unnest(%(name)s::text[], %(job_id)s::bigint[]) AS f(name, job_id)
-WHERE p.name = f.name;
+INSERT INTO crawlq_periodic_fires (name, fire_at, outcome, job_id, fired_at)
+SELECT name, fire_at, outcome, job_id, crawlq_now(%(now)s) FROM fires;
 
 -- name: periodic_next
 SELECT min(next_fire) AS next_fire FROM crawlq_periodic WHERE NOT paused;
