@@ -71,7 +71,7 @@ def due_at(kind: str, url: str, names: list[str], fire_at: float) -> None:
     client = redis.Redis.from_url(base)
     with client.pipeline(transaction=True) as pipe:
         for name in names:
-            pipe.hset(keys.key("periodic", prefix, name=name), "next_fire", repr(fire_at))
+            pipe.hset(keys.key("periodic", prefix, schedule=name), "next_fire", repr(fire_at))
         pipe.zadd(keys.key("periodic_due", prefix), dict.fromkeys(names, fire_at))
         pipe.execute()
     client.close()

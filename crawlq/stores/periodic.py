@@ -38,7 +38,8 @@ class PeriodicStore(Protocol):
       definition changes nothing (``UNCHANGED``), so every worker may put the schedules
       of its app at start.
     - ``periodic_fire_due`` reads up to ``limit`` unpaused schedules with next_fire <=
-      now (in next_fire, then name order), asks ``plan`` what each does, and applies each
+      now, in next_fire then name order (with more due, a store may start further on
+      than the first, to spread concurrent callers), asks ``plan`` what each does, and applies each
       ``Firing`` whose schedule still has the planned revision and next_fire and is not
       paused: a ledger record (schedule, fire_at) is inserted unless one exists, the
       ``FIRED`` job is scheduled as ``job_schedule`` would (its key's ``on_conflict``

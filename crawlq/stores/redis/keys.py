@@ -3,7 +3,7 @@
 ``{p}`` is the store's prefix (URL option ``?prefix=``, default ``crawlq``), so several
 apps share one server; ``{queue}`` is a queue name, ``{id}`` a job id, ``{priority}``
 an integer, ``{crawl}`` a crawl id, ``{lkey}`` a limit key, ``{ckey}`` a cache key and
-``{name}`` a periodic schedule's name.
+``{schedule}`` a periodic schedule's name.
 All of one app's keys start with ``{p}:``.
 
 Key layout::
@@ -70,13 +70,13 @@ Key layout::
                                       expires_at on the server's clock
     {p}:periodic:due          zset    unpaused periodic schedules, score = next_fire
     {p}:periodic:names        zset    every schedule name, score 0 (listing by name)
-    {p}:periodic:s:{name}     hash    one schedule: definition (JSON, crawlq.periodic),
+    {p}:periodic:s:{schedule} hash    one schedule: definition (JSON, crawlq.periodic),
                                       revision, paused (0/1), next_fire, last_fire,
                                       last_job, created_at, updated_at
-    {p}:periodic:f:{name}     hash    the schedule's ledger: fire time (%.17g) -> JSON
+    {p}:periodic:f:{schedule} hash    the schedule's ledger: fire time (%.17g) -> JSON
                                       [outcome, job id or false, fired_at]; HSETNX is
                                       the unique write of a fire time
-    {p}:periodic:t:{name}     zset    the ledger's fire times, score = fire time
+    {p}:periodic:t:{schedule} zset    the ledger's fire times, score = fire time
     {p}:warned:{warning}      string  set (NX, one-day expiry) by the first opener to log
                                       a warning about the server (unchecked, snapshots,
                                       nothing): the others stay quiet until it expires
@@ -152,9 +152,9 @@ TEMPLATES: dict[str, str] = {
     "warned": "{p}:warned:{warning}",
     "periodic_due": "{p}:periodic:due",
     "periodic_names": "{p}:periodic:names",
-    "periodic": "{p}:periodic:s:{name}",
-    "periodic_fires": "{p}:periodic:f:{name}",
-    "periodic_times": "{p}:periodic:t:{name}",
+    "periodic": "{p}:periodic:s:{schedule}",
+    "periodic_fires": "{p}:periodic:f:{schedule}",
+    "periodic_times": "{p}:periodic:t:{schedule}",
 }
 """Key (and channel) name templates; ``finished`` takes state done, dead or cancelled."""
 

@@ -1,14 +1,17 @@
 """Periodic schedules on the Redis store (``crawlq.stores.periodic``): a mixin of
 ``RedisStore``, with the scripts ``periodic_*.lua`` (key layout in ``keys.py``).
 
-A fire reads the due schedules (``periodic_read.lua``), plans them in Python, and applies
-the plan in one script (``periodic_fire.lua``) that checks each schedule is still as
-read: concurrent schedulers that read the same schedules race, and the first script to
-run fires them; the others find them moved on and change nothing."""
+A fire reads due schedules (``periodic_read.lua``: up to ``limit`` of them, from a spot
+of the due set picked at random, so that concurrent schedulers mostly take different
+ones), plans them in Python, and applies the plan in one script (``periodic_fire.lua``)
+that checks each schedule is still as read: schedulers that read the same schedules
+race, and the first script to run fires them; the others find them moved on and change
+nothing."""
 
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -102,7 +105,8 @@ class RedisPeriodic:
     ) -> list[FireRecord]:
         from crawlq.stores.redis.store import _dumps, _now_arg, _spec_row
 
-        t, due = self._read_schedules("reading due schedules", "due", str(limit), now=now)
+        seed = str(random.randrange(2**31))
+        t, due = self._read_schedules("reading due schedules", "due", str(limit), seed, now=now)
         if not due:
             return []
         rows = [

@@ -6,8 +6,8 @@
 --          'remove' name | 'prune' older_than
 -- Returns: 1 if the schedule exists (pause, resume, remove), else 0; prune: the number
 --          of ledger records deleted (each schedule keeps its latest).
--- Touches: {p}:periodic:s:{name}, {p}:periodic:due, {p}:periodic:names,
---          {p}:periodic:f:{name}, {p}:periodic:t:{name}
+-- Touches: {p}:periodic:s:{schedule}, {p}:periodic:due, {p}:periodic:names,
+--          {p}:periodic:f:{schedule}, {p}:periodic:t:{schedule}
 
 local now = clock(ARGV[2])
 local what, name = ARGV[3], ARGV[4]

@@ -9,8 +9,8 @@
 --          spec row or null (see spec_from in the prelude)], ...]
 -- Returns: JSON [[name, fire_at, outcome, job id or false, fired_at], ...] of the
 --          firings applied, in order (times as %.17g text: cjson rounds numbers).
--- Touches: {p}:periodic:s:{name}, {p}:periodic:due, {p}:periodic:f:{name},
---          {p}:periodic:t:{name}, and what job_schedule.lua touches
+-- Touches: {p}:periodic:s:{schedule}, {p}:periodic:due, {p}:periodic:f:{schedule},
+--          {p}:periodic:t:{schedule}, and what job_schedule.lua touches
 
 local now = clock(ARGV[2])
 local records = {}

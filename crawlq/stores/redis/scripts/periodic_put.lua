@@ -5,7 +5,7 @@
 -- KEYS:    none; names are built from the prefix (keys.py)
 -- ARGV:    prefix, now, name, definition, next_fire
 -- Returns: 'created', 'updated' or 'unchanged'
--- Touches: {p}:periodic:s:{name}, {p}:periodic:due, {p}:periodic:names
+-- Touches: {p}:periodic:s:{schedule}, {p}:periodic:due, {p}:periodic:names
 
 local now = clock(ARGV[2])
 local name, definition, next_fire = ARGV[3], ARGV[4], tonumber(ARGV[5])

@@ -3,13 +3,13 @@
 --
 -- KEYS:    none; names are built from the prefix (keys.py)
 -- ARGV:    prefix, now, what, then per what:
---          'get' name | 'list' | 'due' limit | 'next' | 'fires' name limit
+--          'get' name | 'list' | 'due' limit seed | 'next' | 'fires' name limit
 -- Returns: JSON, times as %.17g text. get, list, due: {now, [schedule, ...]}, a schedule being the flat
 --          fields of its hash plus name and live (its last job pending or running);
 --          next: the earliest next_fire or false; fires: [[fire_at, record], ...] of
 --          the latest limit fire times, in order.
--- Touches: {p}:periodic:s:{name}, {p}:periodic:due, {p}:periodic:names,
---          {p}:periodic:f:{name}, {p}:periodic:t:{name}, {p}:job:{id} (read only)
+-- Touches: {p}:periodic:s:{schedule}, {p}:periodic:due, {p}:periodic:names,
+--          {p}:periodic:f:{schedule}, {p}:periodic:t:{schedule}, {p}:job:{id} (read only)
 
 local now = clock(ARGV[2])
 local what = ARGV[3]
@@ -48,8 +48,16 @@ if what == 'get' then
 elseif what == 'list' then
   return all_of(redis.call('ZRANGE', K.periodic_names(), 0, -1))
 elseif what == 'due' then
+  -- a window of the due schedules starting at a spot picked from the caller's seed, so
+  -- that concurrent schedulers mostly take different ones
+  local limit, seed = tonumber(ARGV[4]), tonumber(ARGV[5])
+  local due = redis.call('ZCOUNT', K.periodic_due(), '-inf', fmt(now))
+  local offset = 0
+  if due > limit then
+    offset = seed % (due - limit + 1)
+  end
   return all_of(redis.call('ZRANGEBYSCORE', K.periodic_due(), '-inf', fmt(now),
-                           'LIMIT', 0, tonumber(ARGV[4])))
+                           'LIMIT', offset, limit))
 elseif what == 'next' then
   local first = redis.call('ZRANGE', K.periodic_due(), 0, 0, 'WITHSCORES')
   return cjson.encode(first[2] or false)
