@@ -36,6 +36,7 @@ from crawlq.jobs import (
     WorkerState,
 )
 from crawlq.limits import KeyLimit, Limits
+from crawlq.periodic import CatchUp, Periodic
 from crawlq.retry import Backoff
 from crawlq.stores import Store, open_store
 from crawlq.stores.base import JobFilter
@@ -47,6 +48,7 @@ __version__ = "0.1.0"
 __all__ = [
     "App",
     "Backoff",
+    "CatchUp",
     "ConfigurationError",
     "ConflictPolicy",
     "CrawlClosed",
@@ -65,6 +67,7 @@ __all__ = [
     "Limits",
     "Outcome",
     "PayloadError",
+    "Periodic",
     "QueueStats",
     "Retry",
     "ScheduleResult",
