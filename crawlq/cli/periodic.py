@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import click
 
-from crawlq.cli.common import current_target, json_option, open_app, target_options
+from crawlq.cli.common import json_option, open_app, target_options
 from crawlq.cli.output import cell, console, iso_utc, print_json, table
-from crawlq.cli.params import parse_json_option
-from crawlq.cli.schedule import Request, spec_from_app, spec_without_app
+from crawlq.cli.schedule import Request
 from crawlq.payload import MAX_PRIORITY
 from crawlq.periodic import FireRecord, Periodic, PeriodicInfo
 
@@ -127,10 +126,10 @@ def add(
     timeout, on_conflict, priority); without, its jobs get default options, as with
     `crawlq schedule`.
     """
-    req = Request(
-        task=task_name,
-        args=parse_json_option("--args", args_json, list),
-        kwargs=parse_json_option("--kwargs", kwargs_json, dict),
+    req = Request.from_options(
+        task_name,
+        args_json,
+        kwargs_json,
         delay=None,
         at=None,
         key=key,
@@ -138,7 +137,7 @@ def add(
         queue=queue,
     )
     with open_app(create=True) as app:
-        spec = spec_from_app(app, req) if current_target().app_ref else spec_without_app(req)
+        spec = req.spec(app)
         schedule = Periodic(
             name=name,
             spec=spec,

@@ -33,6 +33,23 @@ class Request:
     crawl: int | None = None
     limit_key: str | None = None
 
+    @classmethod
+    def from_options(
+        cls, task: str, args_json: str | None, kwargs_json: str | None, **fields: Any
+    ) -> Request:
+        """A request from the command's options, --args and --kwargs as given (JSON)."""
+        return cls(
+            task=task,
+            args=parse_json_option("--args", args_json, list),
+            kwargs=parse_json_option("--kwargs", kwargs_json, dict),
+            **fields,
+        )
+
+    def spec(self, app: App) -> JobSpec:
+        """The spec: the task's own with --app (``spec_from_app``), else default options
+        (``spec_without_app``)."""
+        return spec_from_app(app, self) if current_target().app_ref else spec_without_app(self)
+
 
 def spec_from_app(app: App, req: Request) -> JobSpec:
     """The registered task's own spec (its queue, attempts, lease...), --queue aside."""
@@ -148,10 +165,10 @@ def schedule(
     """
     if delay is not None and at is not None:
         raise click.UsageError("give --delay or --at, not both")
-    req = Request(
-        task=task_name,
-        args=parse_json_option("--args", args_json, list),
-        kwargs=parse_json_option("--kwargs", kwargs_json, dict),
+    req = Request.from_options(
+        task_name,
+        args_json,
+        kwargs_json,
         delay=delay,
         at=at,
         key=key,
@@ -161,7 +178,7 @@ def schedule(
         limit_key=limit_key,
     )
     with open_app(create=True) as app:
-        spec = spec_from_app(app, req) if current_target().app_ref else spec_without_app(req)
+        spec = req.spec(app)
         result = app.schedule_many([spec])[0]
     if as_json:
         print_json(

@@ -124,6 +124,18 @@ def record_from_row(row: Row) -> FireRecord:
     )
 
 
+def put_params(
+    periodic: Periodic, next_fire: Timestamp, now: Timestamp | None
+) -> dict[str, object]:
+    """The parameters of the SQL stores' ``periodic_put`` queries."""
+    return {
+        "name": periodic.name,
+        "definition": periodic.definition,
+        "next_fire": float(next_fire),
+        "now": now,
+    }
+
+
 def put_outcome(existing: str | None, definition: str) -> Outcome:
     """What ``periodic_put`` does to a schedule whose stored definition is ``existing``."""
     if existing is None:

@@ -20,7 +20,13 @@ from psycopg.rows import DictRow
 from crawlq.jobs import JobSpec, Outcome, ScheduleResult
 from crawlq.periodic import FireOutcome, FireRecord, Firing, Periodic, PeriodicInfo
 from crawlq.stores._sqlfile import load_queries
-from crawlq.stores.periodic import Planner, info_from_row, put_outcome, record_from_row
+from crawlq.stores.periodic import (
+    Planner,
+    info_from_row,
+    put_outcome,
+    put_params,
+    record_from_row,
+)
 from crawlq.types import Timestamp
 
 T = TypeVar("T")
@@ -63,12 +69,7 @@ class PostgresPeriodic:
     def periodic_put(
         self, periodic: Periodic, *, next_fire: Timestamp, now: Timestamp | None = None
     ) -> Outcome:
-        params = {
-            "name": periodic.name,
-            "definition": periodic.definition,
-            "next_fire": float(next_fire),
-            "now": now,
-        }
+        params = put_params(periodic, next_fire, now)
 
         def work(conn: Conn) -> Outcome:
             if conn.execute(PQ["periodic_insert"], params).fetchall():

@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from crawlq.jobs import JobSpec, Outcome, ScheduleResult
 from crawlq.periodic import FireOutcome, FireRecord, Firing, Periodic, PeriodicInfo
 from crawlq.stores._sqlfile import load_queries
-from crawlq.stores.periodic import Planner, info_from_row, put_outcome, record_from_row
+from crawlq.stores.periodic import (
+    Planner,
+    info_from_row,
+    put_outcome,
+    put_params,
+    record_from_row,
+)
 from crawlq.types import Timestamp
 
 if TYPE_CHECKING:
@@ -48,12 +54,7 @@ class SQLitePeriodic:
     def periodic_put(
         self, periodic: Periodic, *, next_fire: Timestamp, now: Timestamp | None = None
     ) -> Outcome:
-        params = {
-            "name": periodic.name,
-            "definition": periodic.definition,
-            "next_fire": float(next_fire),
-            "now": self._now(now),
-        }
+        params = put_params(periodic, next_fire, self._now(now))
 
         def work(conn: sqlite3.Connection) -> Outcome:
             row = conn.execute(PQ["periodic_definition"], params).fetchone()
