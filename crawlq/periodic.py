@@ -114,6 +114,18 @@ def _duration_text(text: str) -> float:
     return total
 
 
+def duration_text(seconds: float) -> str:
+    """``6h``, ``1h30m``, ``90s`` -> ``1m30s``, ``0.5s``: what ``parse_every`` reads."""
+    if seconds != int(seconds) or seconds < 60:
+        return f"{seconds:g}s"
+    rest, parts = int(seconds), []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if rest >= size:
+            parts.append(f"{rest // size}{unit}")
+            rest %= size
+    return "".join(parts)
+
+
 def _zone(tz: str) -> ZoneInfo:
     try:
         return ZoneInfo(tz)
@@ -181,10 +193,11 @@ class Periodic:
             ) from None
 
     def describe(self) -> str:
-        """``cron 0 */6 * * * Europe/Berlin`` or ``every 3600s``."""
+        """``cron 0 */6 * * * Europe/Berlin`` or ``every 1h30m``."""
         if self.cron is not None:
             return f"cron {self.cron} {self.tz}"
-        return f"every {self.every:g}s"
+        assert self.every is not None
+        return f"every {duration_text(self.every)}"
 
     def next_after(self, t: Timestamp) -> Timestamp:
         """The first fire time strictly after ``t``."""

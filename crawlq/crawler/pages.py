@@ -416,7 +416,11 @@ def page_spec(app: App, url: str) -> Any:
 
 
 def install(app: App) -> Task[Any, Any]:
-    """Register ``crawlq.page`` on ``app`` (once) and return it."""
+    """Register ``crawlq.page`` on ``app`` (once), and ``crawlq.recrawl`` (recurring
+    crawls: ``crawlq.crawler.recurring``), and return the first."""
     if PAGE_TASK in app.tasks:
         return app.tasks[PAGE_TASK]
+    from crawlq.crawler.recurring import install_recrawl
+
+    install_recrawl(app)
     return app.task(name=PAGE_TASK, queue=PAGE_QUEUE, max_attempts=10, lease=60.0)(crawl_page)
