@@ -113,6 +113,12 @@ class SQLitePeriodic:
 
         t = self._now(now)
 
+        def any_due(conn: sqlite3.Connection) -> bool:
+            return conn.execute(PQ["periodic_any_due"], {"now": t}).fetchone() is not None
+
+        if not self._read("looking for due schedules", any_due):
+            return []  # no write lock taken when nothing is due (the common case)
+
         def work(conn: sqlite3.Connection) -> list[FireRecord]:
             due = [_info(r) for r in conn.execute(PQ["periodic_due"], {"now": t, "limit": limit})]
             if not due:

@@ -24,6 +24,9 @@ SELECT p.*, j.state IN ('held', 'ready', 'running', 'scheduled', 'waiting') AS l
 FROM crawlq_periodic p LEFT JOIN crawlq_jobs j ON j.id = p.last_job
 ORDER BY p.name;
 
+-- name: periodic_any_due
+SELECT 1 FROM crawlq_periodic WHERE paused = 0 AND next_fire <= :now LIMIT 1;
+
 -- name: periodic_due
 SELECT p.*, j.state IN ('held', 'ready', 'running', 'scheduled', 'waiting') AS live
 FROM crawlq_periodic p LEFT JOIN crawlq_jobs j ON j.id = p.last_job
