@@ -253,10 +253,17 @@ class Periodic:
 
     @classmethod
     def _decode(cls, name: str, text: str) -> Periodic:
+        """The stored text was written from a checked Periodic (``definition``), so it
+        is not checked again: a fire of 10,000 due schedules decodes each one."""
         fields = json.loads(text)
         spec = fields.pop("spec")
         spec["on_conflict"] = ConflictPolicy(spec["on_conflict"])
-        return cls(name=name, spec=JobSpec(**spec), **fields)
+        fields["catch_up"] = CatchUp(fields["catch_up"])
+        periodic = object.__new__(cls)
+        for key, value in (("name", name), ("spec", JobSpec(**spec)), *fields.items()):
+            object.__setattr__(periodic, key, value)
+        object.__setattr__(periodic, "_zone", _zone(periodic.tz))
+        return periodic
 
 
 @functools.lru_cache(maxsize=65536)
