@@ -1,5 +1,5 @@
 """``crawlq periodic``: add, list, pause, resume, fires and remove, in-process on a
-temporary SQLite file (the firing itself is in test_periodic.py)."""
+temporary SQLite file (the firing itself is in test_periodic_workers.py)."""
 
 from __future__ import annotations
 
