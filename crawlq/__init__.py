@@ -41,6 +41,7 @@ from crawlq.jobs import (
     WorkerState,
 )
 from crawlq.limits import KeyLimit, Limits
+from crawlq.periodic import CatchUp, Periodic
 from crawlq.retry import Backoff
 from crawlq.specs import ScheduleOptions
 from crawlq.stores import Store, open_store
@@ -54,6 +55,7 @@ __all__ = [
     "App",
     "Backoff",
     "BoundTask",
+    "CatchUp",
     "ConfigurationError",
     "ConflictPolicy",
     "CrawlClosed",
@@ -75,6 +77,7 @@ __all__ = [
     "Limits",
     "Outcome",
     "PayloadError",
+    "Periodic",
     "QueueStats",
     "Retry",
     "ScheduleOptions",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Concatenate, ParamSpec, TypeVar, Unpack, cast, overload
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar, Unpack, cast, overload
 
 from crawlq.config import DEFAULT_MAX_PAYLOAD_BYTES, DEFAULT_STORE_URL, store_command
 from crawlq.crawls import (
@@ -31,6 +32,9 @@ from crawlq.stores import Store, open_store
 from crawlq.tasks import Task, TaskDecorator, default_name, make_options
 
 __all__ = ["App", "check_when"]
+
+if TYPE_CHECKING:
+    from crawlq.schedules import Schedules
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -140,6 +144,25 @@ class App:
         ``install``) sets the app up this way; see ``crawlq.setups``."""
         self.setups.run(self, fn)
         return fn
+
+    def periodic(
+        self, cron: str | None = None, /, **options: Any
+    ) -> Callable[[Callable[P, R]], Task[P, R]]:
+        """Register a function as a task that runs on a schedule: ``@app.periodic("0 */6
+        * * *", tz="Europe/Berlin")`` (cron, five fields or six with seconds first) or
+        ``@app.periodic(every=timedelta(hours=6))``. Schedule options: ``args``,
+        ``kwargs`` and ``key`` of its jobs, ``tz``, ``catch_up`` ("once" or "skip"),
+        ``overlap``, ``grace`` and ``schedule_name``; every other option is the task's,
+        as for ``@app.task``. Stacked on a task, it adds a schedule to it. Workers of
+        the app store the schedule when they start; see ``crawlq.periodic``."""
+        return self.schedules.decorator(cron, options)
+
+    @functools.cached_property
+    def schedules(self) -> Schedules:
+        """The periodic schedules: declared in code, and held by the store."""
+        from crawlq.schedules import Schedules
+
+        return Schedules(self)
 
     def on_failure(self, hook: Hook) -> Hook:
         """Register ``hook(event)`` for every failed attempt of every task (a decorator);

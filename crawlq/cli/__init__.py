@@ -3,7 +3,8 @@
 One module per subcommand group: ``crawl`` (crawl, crawl-export: the built-in
 crawler), ``worker``, ``workers``, ``stats``, ``jobs`` (jobs, job,
 cancel, reschedule, prune), ``dlq``, ``schedule``, ``crawls`` (crawls, crawl-status, crawl-pause,
-crawl-resume, crawl-cancel) and ``limits`` (limit set, default, block, show). ``common``
+crawl-resume, crawl-cancel), ``limits`` (limit set, default, block, show) and ``periodic``
+(periodic add, list, remove, pause, resume, fires). ``common``
 holds the ``--app``/``--store`` target and error handling, ``output`` the tables and
 JSON, ``params`` the option types.
 cli/ is the only part of crawlq that reads environment variables (``CRAWLQ_APP`` and
@@ -20,6 +21,7 @@ from crawlq.cli.crawls import crawl_cancel, crawl_pause, crawl_resume, crawl_sta
 from crawlq.cli.dlq import dlq
 from crawlq.cli.jobs import cancel, job, jobs, prune, reschedule
 from crawlq.cli.limits import limit
+from crawlq.cli.periodic import periodic
 from crawlq.cli.schedule import schedule
 from crawlq.cli.stats import stats
 from crawlq.cli.web import web
@@ -57,6 +59,7 @@ for command in (
     worker,
     workers,
     schedule,
+    periodic,
     stats,
     jobs,
     job,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from crawlq.cli.common import open_app, target_options
+from crawlq.cli.output import iso_utc
 from crawlq.cli.params import duration, size
 from crawlq.config import MAX_CONCURRENCY, store_command
 from crawlq.crawler.config import CrawlConfig
@@ -12,6 +13,7 @@ from crawlq.crawler.exports import write_all
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT
 from crawlq.crawler.items import load_hook
 from crawlq.crawler.output import check_writable
+from crawlq.crawler.recurring import recrawl_every
 from crawlq.crawler.robots import robots_url
 from crawlq.crawler.runner import CrawlRunner, iter_results
 from crawlq.exceptions import ConfigurationError
@@ -157,6 +159,16 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
     help="Create the crawl, print its id and exit; `crawlq worker` processes do the work.",
 )
 @click.option("--no-progress", is_flag=True, help="No live progress display.")
+@click.option(
+    "--every",
+    metavar="DURATION",
+    help="Recurring: start a new crawl of these settings every DURATION (6h, 1d, 1h30m), "
+    "on the workers; implies --detach.",
+)
+@click.option(
+    "--cron", metavar="EXPR", help="Recurring, on a cron expression (see `crawlq periodic`)."
+)
+@click.option("--tz", default="UTC", show_default=True, help="The time zone of --cron.")
 def crawl(
     urls: tuple[str, ...],
     output: str | None,
@@ -187,6 +199,9 @@ def crawl(
     new: bool,
     detach: bool,
     no_progress: bool,
+    every: str | None,
+    cron: str | None,
+    tz: str,
 ) -> None:
     """Crawl sites from URL... (and --sitemap), following links within the scope, politely.
 
@@ -208,6 +223,12 @@ def crawl(
     With --detach the crawl is created and its id printed; `crawlq worker --store ...`
     on any number of machines does the work and `crawlq crawl-status ID` follows it.
 
+    With --every (or --cron) the crawl recurs: a periodic schedule named crawl:NAME
+    starts a new crawl of the same settings at each fire time (none while the previous
+    one is still open), and the first one starts now; the workers do the work, and
+    `crawlq crawl-export ID` writes each one's pages. `crawlq periodic` shows, pauses
+    or removes the schedule.
+
     \b
     Example:
       crawlq crawl https://example.com/ --max-pages 500 -o pages.jsonl
@@ -215,6 +236,7 @@ def crawl(
       crawlq crawl https://shop.example/ --extract 'price=.price::text'
       crawlq crawl https://shop.example/ --parse myshop:parse -o items.csv
       crawlq crawl https://example.com/ --store postgresql://db/crawl --detach
+      crawlq crawl https://example.com/ --store postgresql://db/crawl --every 6h
     """
     if not urls and not sitemap:
         raise click.UsageError("give at least one start URL, or --sitemap URL")
@@ -254,6 +276,13 @@ def crawl(
             fg="yellow",
             err=True,
         )
+    recurring = every is not None or cron is not None
+    if recurring and output is not None:
+        raise click.UsageError(
+            "--output goes with a crawl run here, not with --every or --cron: recurring "
+            "crawls run on the workers; write each one's pages with `crawlq crawl-export ID`"
+        )
+    detach = detach or recurring
     if not detach:  # before the store is opened: a refused path creates nothing
         check_writable(output or "crawl-ID.jsonl", "the output file")
     if warc is not None:
@@ -268,6 +297,16 @@ def crawl(
             progress=not no_progress,
             new=new,
         )
+        if recurring:
+            periodic, outcome = recrawl_every(
+                app, config, name=runner.name, every=every, cron=cron, tz=tz
+            )
+            when = app.schedules.get(periodic.name).next_fire
+            click.echo(
+                f"schedule {periodic.name} {outcome.value}: a new crawl {periodic.describe()}, "
+                f"next at {iso_utc(when)}",
+                err=True,
+            )
         info = runner.start()
         verb = "resuming" if runner.resumed else "started"
         if detach:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 import click
 
@@ -28,6 +28,30 @@ class Request:
     kwargs: dict[str, Any]
     options: ScheduleOptions
     queue: str | None
+
+    @classmethod
+    def from_options(
+        cls,
+        task: str,
+        args_json: str | None,
+        kwargs_json: str | None,
+        *,
+        queue: str | None,
+        **options: Unpack[ScheduleOptions],
+    ) -> Request:
+        """A request from the command's options, --args and --kwargs as given (JSON)."""
+        return cls(
+            task=task,
+            args=parse_json_option("--args", args_json, list),
+            kwargs=parse_json_option("--kwargs", kwargs_json, dict),
+            options=options,
+            queue=queue,
+        )
+
+    def spec(self, app: App) -> JobSpec:
+        """The spec: the task's own with --app (``spec_from_app``), else default options
+        (``spec_without_app``)."""
+        return spec_from_app(app, self) if current_target().app_ref else spec_without_app(self)
 
 
 def spec_from_app(app: App, req: Request) -> JobSpec:
@@ -123,17 +147,20 @@ def schedule(
     """
     if delay is not None and at is not None:
         raise click.UsageError("give --delay or --at, not both")
-    req = Request(
-        task=task_name,
-        args=parse_json_option("--args", args_json, list),
-        kwargs=parse_json_option("--kwargs", kwargs_json, dict),
-        options=ScheduleOptions(
-            delay=delay, at=at, key=key, priority=priority, crawl=crawl_id, limit_key=limit_key
-        ),
+    req = Request.from_options(
+        task_name,
+        args_json,
+        kwargs_json,
         queue=queue,
+        delay=delay,
+        at=at,
+        key=key,
+        priority=priority,
+        crawl=crawl_id,
+        limit_key=limit_key,
     )
     with open_app(create=True) as app:
-        spec = spec_from_app(app, req) if current_target().app_ref else spec_without_app(req)
+        spec = req.spec(app)
         result = app.schedule_many([spec])[0]
     if as_json:
         print_json(

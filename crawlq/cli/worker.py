@@ -148,6 +148,10 @@ def worker(
     Without --app it runs only the pages of crawls made by `crawlq crawl --detach` (use
     --runtime asyncio for them).
 
+    Every worker also fires the store's periodic schedules (`crawlq periodic`,
+    @app.periodic; it stores its app's at start): each fire time once, whichever worker
+    gets there first.
+
     The first SIGTERM or SIGINT (Ctrl-C) stops claiming and gives running jobs
     --shutdown-grace seconds to finish; a second one releases them at once. Released
     jobs go back to pending without using up an attempt. Exits 0 after a clean stop and

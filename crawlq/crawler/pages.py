@@ -533,12 +533,17 @@ def sitemap_spec(app: App, url: str) -> JobSpec:
 
 def install(app: App) -> Task[Any, Any]:
     """Register ``crawlq.page`` on ``app`` (once, as a set-up: the process runtime's
-    children register it again) and return it."""
+    children register it again), and ``crawlq.recrawl`` (recurring crawls:
+    ``crawlq.crawler.recurring``), and return the first."""
     app.setup(register_page)
     return app.get_task(PAGE_TASK)
 
 
 def register_page(app: App) -> None:
-    """The set-up ``install`` runs: the task ``crawlq.page`` on queue ``crawl``."""
+    """The set-up ``install`` runs: the task ``crawlq.page`` on queue ``crawl``, and
+    ``crawlq.recrawl``."""
+    from crawlq.crawler.recurring import install_recrawl  # it imports this module
+
+    install_recrawl(app)
     if PAGE_TASK not in app.tasks:
         app.task(name=PAGE_TASK, queue=PAGE_QUEUE, max_attempts=10, lease=60.0)(crawl_page)

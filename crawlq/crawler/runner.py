@@ -30,11 +30,12 @@ from rich.live import Live
 from rich.text import Text
 
 from crawlq.config import WorkerSettings, store_command
-from crawlq.crawler.config import CONFIG_META_KEY, PAGE_QUEUE, CrawlConfig
+from crawlq.crawler.config import PAGE_QUEUE, CrawlConfig
 from crawlq.crawler.exports import CsvFile, Output, open_output, write_all
 from crawlq.crawler.output import check_writable
-from crawlq.crawler.pages import install, page_spec, sitemap_spec, use_warc
+from crawlq.crawler.pages import install, use_warc
 from crawlq.crawler.records import ROBOTS_DISALLOWED
+from crawlq.crawler.recurring import open_crawl, start_crawl
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo, CrawlState
 from crawlq.exceptions import ConfigurationError
 from crawlq.worker.worker import Worker
@@ -161,20 +162,7 @@ class CrawlRunner:
     # -- start -------------------------------------------------------------------------
 
     def _find_open(self) -> CrawlInfo | None:
-        wanted = self.config.to_meta()[CONFIG_META_KEY]
-        after = 0
-        while True:
-            batch = self.app.store.crawl_list(limit=500, after_id=after)
-            for crawl in batch:
-                if (
-                    crawl.state in OPEN_CRAWL_STATES
-                    and crawl.name == self.name
-                    and crawl.meta.get(CONFIG_META_KEY) == wanted
-                ):
-                    return crawl
-            if len(batch) < 500:
-                return None
-            after = batch[-1].id
+        return open_crawl(self.app, self.name, self.config.to_meta())
 
     def start(self) -> CrawlInfo:
         """Resume the open crawl of the same command, or create one (after checking the
@@ -190,11 +178,7 @@ class CrawlRunner:
                 self.app.resume_crawl(found.id)
             self.crawl = self.app.get_crawl(found.id)
             return self.crawl
-        start = [page_spec(self.app, url) for url in self.config.start_urls]
-        start += [sitemap_spec(self.app, url) for url in self.config.sitemaps]
-        self.crawl = self.app.crawl(
-            self.name, start, meta=self.config.to_meta(), limits=self.config.limits
-        )
+        self.crawl = start_crawl(self.app, self.name, self.config)
         return self.crawl
 
     # -- run ---------------------------------------------------------------------------

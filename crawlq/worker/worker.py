@@ -29,6 +29,7 @@ from crawlq.worker.liveness import identity, reclaim
 from crawlq.worker.maintenance import EXPIRE_EVERY, PRUNE_EVERY, prune, return_leases
 from crawlq.worker.memory import resident_bytes
 from crawlq.worker.runtimes import RUNTIMES, Runtime, RuntimeContext
+from crawlq.worker.scheduler import Scheduler
 
 if TYPE_CHECKING:
     from crawlq.app import App
@@ -160,6 +161,7 @@ class Worker:
         self._heartbeat = Heartbeat(
             self.store, self._leases, shortest, self._lost, registry=self._beat_registry
         )
+        self._scheduler = Scheduler(app, self.id, settings.retention)
         self._next_expire = 0.0
         self._next_prune = 0.0
         self._next_look_beyond = 0.0
@@ -208,6 +210,7 @@ class Worker:
         self._runtime.start()
         self._acker.start()
         self._heartbeat.start()
+        self._scheduler.start()
         try:
             while not self._stopping.is_set():
                 if self._step():
@@ -519,6 +522,7 @@ class Worker:
 
     def _shutdown(self) -> None:
         """Release unstarted jobs, give running ones the grace period, release the rest."""
+        self._scheduler.stop()
         self._release([j.id for j in self._runtime.take_unstarted()])
         deadline = time.monotonic() + self.settings.shutdown_grace
         while not self._hurry.is_set():

@@ -119,6 +119,28 @@ CREATE TABLE crawlq_migrations (
     CONSTRAINT crawlq_migrations_pkey PRIMARY KEY (version)
 );
 
+CREATE TABLE crawlq_periodic (
+    name text NOT NULL,
+    definition text NOT NULL,
+    revision bigint NOT NULL DEFAULT 1,
+    paused boolean NOT NULL DEFAULT false,
+    next_fire double precision NOT NULL,
+    last_fire double precision,
+    last_job bigint,
+    created_at double precision NOT NULL,
+    updated_at double precision NOT NULL,
+    CONSTRAINT crawlq_periodic_pkey PRIMARY KEY (name)
+);
+
+CREATE TABLE crawlq_periodic_fires (
+    name text NOT NULL,
+    fire_at double precision NOT NULL,
+    outcome text NOT NULL,
+    job_id bigint,
+    fired_at double precision NOT NULL,
+    CONSTRAINT crawlq_periodic_fires_pkey PRIMARY KEY (name, fire_at)
+);
+
 CREATE TABLE crawlq_result_seqs (
     crawl_id bigint NOT NULL,
     last_seq bigint NOT NULL,
@@ -190,6 +212,10 @@ CREATE INDEX crawlq_jobs_worker ON crawlq_jobs USING btree (worker_id) WHERE (st
 CREATE UNIQUE INDEX crawlq_keys_key ON crawlq_keys USING btree (crawlq_digest(key));
 
 CREATE INDEX crawlq_keys_lookup ON crawlq_keys USING hash (key);
+
+CREATE INDEX crawlq_periodic_due ON crawlq_periodic USING btree (next_fire, name) WHERE (NOT paused);
+
+CREATE INDEX crawlq_periodic_fires_age ON crawlq_periodic_fires USING btree (fire_at);
 
 CREATE UNIQUE INDEX crawlq_results_seq ON crawlq_results USING btree (crawl_id, seq);
 

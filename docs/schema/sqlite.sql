@@ -95,6 +95,27 @@ CREATE TABLE crawlq_migrations (
     applied_at REAL NOT NULL
 );
 
+CREATE TABLE crawlq_periodic (
+    name       TEXT    PRIMARY KEY,
+    definition TEXT    NOT NULL,
+    revision   INTEGER NOT NULL DEFAULT 1,
+    paused     INTEGER NOT NULL DEFAULT 0,
+    next_fire  REAL    NOT NULL,
+    last_fire  REAL,
+    last_job   INTEGER,
+    created_at REAL    NOT NULL,
+    updated_at REAL    NOT NULL
+);
+
+CREATE TABLE crawlq_periodic_fires (
+    name     TEXT NOT NULL,
+    fire_at  REAL NOT NULL,
+    outcome  TEXT NOT NULL,
+    job_id   INTEGER,
+    fired_at REAL NOT NULL,
+    PRIMARY KEY (name, fire_at)
+);
+
 CREATE TABLE crawlq_results (
     crawl_id INTEGER NOT NULL,
     key      BLOB    NOT NULL,
@@ -156,6 +177,10 @@ CREATE INDEX crawlq_jobs_waiting ON crawlq_jobs (limit_key, priority DESC, run_a
 
 CREATE INDEX crawlq_jobs_worker ON crawlq_jobs (worker_id)
     WHERE state = 'running';
+
+CREATE INDEX crawlq_periodic_due ON crawlq_periodic (next_fire, name) WHERE paused = 0;
+
+CREATE INDEX crawlq_periodic_fires_age ON crawlq_periodic_fires (fire_at);
 
 CREATE UNIQUE INDEX crawlq_results_seq ON crawlq_results (crawl_id, seq);
 

@@ -15,10 +15,11 @@ LAYERS: list[set[str]] = [
     {"exceptions"},
     {"payload", "jobs"},
     {"config", "fingerprint", "limits", "retry", "hooks", "setups"},
-    {"crawls"},
+    {"crawls", "periodic"},
     {"stores"},
     {"specs", "results"},
     {"tasks"},
+    {"schedules"},
     {"app"},
     {"context"},
     {"worker"},
@@ -36,6 +37,8 @@ KNOWN_UPWARD = {
     "imported inside the function",
     ("exceptions.py", "jobs"): "JobFailed, JobCancelled and WaitTimeout carry the finished "
     "Job (a type-checking import only)",
+    ("schedules.py", "app"): "app.schedules works for the App that owns it (a "
+    "type-checking import only)",
     ("crawler/fetch.py", "__init__"): "the User-Agent's crawlq.__version__",
     ("web/api.py", "cli"): "the web API gives jobs, crawls and workers as the CLI's --json",
 }

@@ -506,6 +506,7 @@ def test_concurrent_opens_migrate_once(open_pg: OpenPG, raw: Any) -> None:
         (7, "0007_totals.sql"),
         (8, "0008_rules.sql"),
         (9, "0009_finish_waits.sql"),
+        (10, "0010_periodic.sql"),
     ]
 
 

@@ -299,7 +299,7 @@ def test_result_waits_for_a_running_worker_and_raises_its_errors(app: App) -> No
         time.sleep(0.2)
         return n * n
 
-    worker = app.worker(WorkerSettings(concurrency=2, poll_timeout=0.05))
+    worker = crawlq.Worker(app, WorkerSettings(concurrency=2, poll_timeout=0.05))
     runner = threading.Thread(target=worker.run)
     runner.start()
     try:

@@ -38,6 +38,7 @@ from crawlq.stores.postgres.core import Conn, PostgresSettings, Q, translate
 from crawlq.stores.postgres.crawls import PostgresCrawls
 from crawlq.stores.postgres.finished import wait_finished
 from crawlq.stores.postgres.jobs import PostgresJobs
+from crawlq.stores.postgres.periodic import PostgresPeriodic
 from crawlq.stores.postgres.queues import PostgresQueues
 from crawlq.stores.postgres.storage import PostgresStorage
 from crawlq.stores.postgres.workers import PostgresWorkers
@@ -50,7 +51,9 @@ def _known_migrations() -> dict[int, Traversable]:
     return migration_files("crawlq.stores.postgres.migrations")
 
 
-class PostgresStore(PostgresJobs, PostgresQueues, PostgresWorkers, PostgresCrawls, PostgresStorage):
+class PostgresStore(
+    PostgresPeriodic, PostgresJobs, PostgresQueues, PostgresWorkers, PostgresCrawls, PostgresStorage
+):
     """The shared store. Thread-safe: each call borrows a pooled connection.
 
     Each part of the store is a module of its own (``jobs.py``, ``queues.py``,

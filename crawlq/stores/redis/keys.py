@@ -2,7 +2,8 @@
 
 ``{p}`` is the store's prefix (URL option ``?prefix=``, default ``crawlq``), so several
 apps share one server; ``{queue}`` is a queue name, ``{id}`` a job id, ``{priority}``
-an integer, ``{crawl}`` a crawl id, ``{lkey}`` a limit key and ``{ckey}`` a cache key.
+an integer, ``{crawl}`` a crawl id, ``{lkey}`` a limit key, ``{ckey}`` a cache key and
+``{schedule}`` a periodic schedule's name.
 All of one app's keys start with ``{p}:``.
 
 Key layout::
@@ -71,6 +72,15 @@ Key layout::
     {p}:cache:{ckey}          hash    one cache entry: value, expires_at; it also
                                       expires natively (PEXPIRE) a minute after
                                       expires_at on the server's clock
+    {p}:periodic:due          zset    unpaused periodic schedules, score = next_fire
+    {p}:periodic:names        zset    every schedule name, score 0 (listing by name)
+    {p}:periodic:s:{schedule} hash    one schedule: definition (JSON, crawlq.periodic),
+                                      revision, paused (0/1), next_fire, last_fire,
+                                      last_job, created_at, updated_at
+    {p}:periodic:f:{schedule} hash    the schedule's ledger: fire time (%.17g) -> JSON
+                                      [outcome, job id or false, fired_at]; HSETNX is
+                                      the unique write of a fire time
+    {p}:periodic:t:{schedule} zset    the ledger's fire times, score = fire time
     {p}:warned:{warning}      string  set (NX, one-day expiry) by the first opener to log
                                       a warning about the server (unchecked, snapshots,
                                       nothing): the others stay quiet until it expires
@@ -146,6 +156,11 @@ TEMPLATES: dict[str, str] = {
     "results": "{p}:results:{crawl}",
     "cache": "{p}:cache:{ckey}",
     "warned": "{p}:warned:{warning}",
+    "periodic_due": "{p}:periodic:due",
+    "periodic_names": "{p}:periodic:names",
+    "periodic": "{p}:periodic:s:{schedule}",
+    "periodic_fires": "{p}:periodic:f:{schedule}",
+    "periodic_times": "{p}:periodic:t:{schedule}",
 }
 """Key (and channel) name templates; ``finished`` takes state done, dead or cancelled."""
 

@@ -41,6 +41,7 @@ from crawlq.stores.redis.core import RedisSettings, translate
 from crawlq.stores.redis.crawls import RedisCrawls
 from crawlq.stores.redis.finished import wait_finished
 from crawlq.stores.redis.jobs import RedisJobs
+from crawlq.stores.redis.periodic import RedisPeriodic
 from crawlq.stores.redis.queues import RedisQueues
 from crawlq.stores.redis.storage import RedisStorage
 from crawlq.stores.redis.waiting import RedisWaiting
@@ -76,7 +77,9 @@ SCRIPTS = tuple(SOURCES)
 """The names of the scripts: the files of the scripts folder."""
 
 
-class RedisStore(RedisJobs, RedisQueues, RedisWaiting, RedisWorkers, RedisCrawls, RedisStorage):
+class RedisStore(
+    RedisPeriodic, RedisJobs, RedisQueues, RedisWaiting, RedisWorkers, RedisCrawls, RedisStorage
+):
     """The Redis store. Thread-safe: each call borrows a pooled connection.
 
     Each part of the store is a module of its own (``jobs.py``, ``queues.py``,

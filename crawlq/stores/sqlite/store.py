@@ -27,6 +27,7 @@ from crawlq.stores.sqlite.core import Q, SQLiteSettings, is_busy
 from crawlq.stores.sqlite.crawls import SQLiteCrawls
 from crawlq.stores.sqlite.finished import wait_finished
 from crawlq.stores.sqlite.jobs import SQLiteJobs
+from crawlq.stores.sqlite.periodic import SQLitePeriodic
 from crawlq.stores.sqlite.queues import SQLiteQueues
 from crawlq.stores.sqlite.storage import SQLiteStorage
 from crawlq.stores.sqlite.workers import SQLiteWorkers
@@ -60,7 +61,9 @@ def _unopenable(path: str, exc: sqlite3.Error) -> ConfigurationError:
     return ConfigurationError(f"cannot open the SQLite store {where}: {why}")
 
 
-class SQLiteStore(SQLiteJobs, SQLiteQueues, SQLiteWorkers, SQLiteCrawls, SQLiteStorage):
+class SQLiteStore(
+    SQLitePeriodic, SQLiteJobs, SQLiteQueues, SQLiteWorkers, SQLiteCrawls, SQLiteStorage
+):
     """The embedded store. Thread-safe: calls from many threads are serialised.
 
     Each part of the store is a module of its own (``jobs.py``, ``queues.py``,
