@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from crawlq.cli.common import open_app, target_options
+from crawlq.cli.fetch_options import check_credential, fetch_options
 from crawlq.cli.params import duration, size
 from crawlq.config import MAX_CONCURRENCY, store_command
 from crawlq.crawler.config import CrawlConfig
@@ -77,6 +80,7 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
 @click.option(
     "--user-agent", default=DEFAULT_USER_AGENT, show_default=True, help="The User-Agent sent."
 )
+@fetch_options
 @click.option(
     "--ignore-robots",
     is_flag=True,
@@ -138,6 +142,7 @@ def crawl(
     host_concurrency: int,
     delay: float,
     user_agent: str,
+    request: dict[str, Any],
     ignore_robots: bool,
     allow_private: bool,
     allow_host: tuple[str, ...],
@@ -162,6 +167,11 @@ def crawl(
     Private, loopback and link-local addresses are refused (also after DNS and on every
     redirect) unless --allow-private or --allow-host.
 
+    --header goes to every host; --cookie and the --auth credential only to the hosts of
+    the start URLs. The store keeps only where the secret is (--auth-env NAME or
+    --auth-file PATH): each worker reads it there, so it must be set on every machine;
+    it never reaches the records, the output or the logs.
+
     Ctrl-C (or SIGTERM, or a closed stdout with -o -) stops; the same command again
     resumes the crawl (also after kill -9). Exit codes: 0 finished, 1 cancelled, 3
     finished but no page could be fetched, 130 interrupted.
@@ -173,6 +183,7 @@ def crawl(
     Example:
       crawlq crawl https://example.com/ --max-pages 500 -o pages.jsonl
       crawlq crawl https://example.com/docs/ --scope prefix --delay 1
+      crawlq crawl https://example.com/ --auth bearer --auth-env SITE_TOKEN
       crawlq crawl https://example.com/ --store postgresql://db/crawl --detach
     """
     config = CrawlConfig(
@@ -194,6 +205,7 @@ def crawl(
         allow_private=allow_private,
         allow_hosts=allow_host,
         warc=warc,
+        **request,
     )
     if ignore_robots:
         click.secho(
@@ -202,6 +214,7 @@ def crawl(
             fg="yellow",
             err=True,
         )
+    check_credential(config, detach)
     if not detach:  # before the store is opened: a refused path creates nothing
         check_writable(output or "crawl-ID.jsonl", "the output file")
     if warc is not None:

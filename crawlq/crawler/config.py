@@ -11,11 +11,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from crawlq.crawler.addresses import AddressPolicy
+from crawlq.crawler.credentials import AuthType, Credential, cookie_header
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT, FetchSettings
 from crawlq.crawler.links import Scope, ScopeMode
 from crawlq.exceptions import ConfigurationError
@@ -29,6 +31,21 @@ CONFIG_META_KEY = "crawler"
 
 #: The queue of page jobs.
 PAGE_QUEUE = "crawl"
+
+
+#: Headers that carry credentials: never in a crawl's settings (see ``credentials``).
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+
+
+def _plain(value: Any) -> Any:
+    """Tuples (nested too) as lists, as they come back from JSON."""
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _host(url: str) -> str:
+    return (urllib.parse.urlsplit(url).hostname or "").rstrip(".")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +68,13 @@ class CrawlConfig:
     network errors, 429 and 5xx (with backoff); ``allow_private`` and ``allow_hosts``
     (host names or networks) open the addresses the guard refuses.
     ``warc`` is a WARC file (gzip) the bodies are written to, None for none.
+
+    Request options: ``headers`` ((name, value) pairs sent with every request),
+    ``cookies`` ((name, value) pairs) and the credential ``auth`` (basic, bearer or
+    cookie) read by each worker from the environment variable ``auth_env`` or the file
+    ``auth_file`` (see ``crawler.credentials``: the settings hold only where it is);
+    cookies and the credential go only to the hosts of the start URLs. ``contact`` (a
+    URL or an e-mail address) is added to the User-Agent as ``(+URL)``.
     """
 
     start_urls: tuple[str, ...]
@@ -74,6 +98,14 @@ class CrawlConfig:
     allow_private: bool = False
     allow_hosts: tuple[str, ...] = ()
     warc: str | None = None
+    # -- request options: headers, cookies, auth, contact --
+    headers: tuple[tuple[str, str], ...] = ()
+    cookies: tuple[tuple[str, str], ...] = ()
+    auth: AuthType | None = None
+    auth_env: str | None = None
+    auth_file: str | None = None
+    contact: str | None = None
+    # -- end of request options --
     _scope: Scope = field(init=False, repr=False, compare=False)
     _fetch: FetchSettings = field(init=False, repr=False, compare=False)
 
@@ -100,6 +132,7 @@ class CrawlConfig:
                 raise ConfigurationError(f"{name} must be true or false")
         if self.warc is not None and (not isinstance(self.warc, str) or not self.warc):
             raise ConfigurationError(f"warc must be a file name, not {self.warc!r}")
+        self._check_request_options()
         scope = Scope(
             start_urls=self.start_urls,
             mode=self.scope,
@@ -108,13 +141,15 @@ class CrawlConfig:
             max_depth=self.max_depth,
         )
         fetch = FetchSettings(
-            user_agent=self.user_agent,
+            user_agent=self.full_user_agent,
             deadline=check_seconds("timeout", self.timeout),
             max_body_bytes=self.max_bytes,
             max_decoded_bytes=self.max_decoded_bytes,
             max_redirects=self.max_redirects,
             http2=self.http2,
             policy=AddressPolicy(allow_private=self.allow_private, allow=self.allow_hosts),
+            extra_headers=self.headers,
+            credential_hosts=frozenset(_host(url) for url in self.start_urls),
         )
         object.__setattr__(self, "_scope", scope)
         object.__setattr__(self, "_fetch", fetch)
@@ -124,10 +159,74 @@ class CrawlConfig:
         """The ``Scope`` that decides which links are followed."""
         return self._scope
 
+    def _check_request_options(self) -> None:
+        for name in ("headers", "cookies"):
+            pairs = getattr(self, name)
+            if isinstance(pairs, str) or not all(
+                isinstance(p, list | tuple) and len(p) == 2 and all(isinstance(x, str) for x in p)
+                for p in pairs
+            ):
+                raise ConfigurationError(f"{name} must be a list of (name, value) pairs")
+            object.__setattr__(self, name, tuple((str(n), str(v)) for n, v in pairs))
+        for header, _ in self.headers:
+            if header.lower() in _SECRET_HEADERS:
+                raise ConfigurationError(
+                    f"--header {header}: credentials are never kept in a crawl's settings; "
+                    "use --auth basic|bearer|cookie with --auth-env NAME or --auth-file PATH "
+                    "(and --cookie NAME=VALUE for cookies that are not secret)"
+                )
+        cookie_header(self.cookies)  # checks them
+        if self.auth is not None:
+            Credential(self.auth, self.auth_env, self.auth_file)
+        elif self.auth_env is not None or self.auth_file is not None:
+            raise ConfigurationError(
+                "--auth-env and --auth-file need --auth basic, bearer or cookie"
+            )
+        if self.contact is not None:
+            if not isinstance(self.contact, str) or not self.contact.strip():
+                raise ConfigurationError(
+                    f"contact must be a URL or an e-mail address, not {self.contact!r}"
+                )
+            if any(c in self.contact for c in "()") or any(c.isspace() for c in self.contact):
+                raise ConfigurationError(
+                    f"--contact {self.contact!r}: give a URL or an e-mail address without "
+                    "spaces or parentheses"
+                )
+
+    @property
+    def full_user_agent(self) -> str:
+        """The User-Agent sent: ``user_agent``, and ``(+contact)`` when there is one."""
+        if self.contact is None:
+            return self.user_agent
+        contact = self.contact
+        if "@" in contact and "://" not in contact and not contact.startswith("mailto:"):
+            contact = f"mailto:{contact}"
+        return f"{self.user_agent} (+{contact})"
+
+    @property
+    def credential(self) -> Credential | None:
+        """Where the crawl's credential is, None without one (nothing is read)."""
+        if self.auth is None:
+            return None
+        return Credential(self.auth, self.auth_env, self.auth_file)
+
     @property
     def fetch_settings(self) -> FetchSettings:
-        """The fetcher's settings (caps, deadline, address policy)."""
-        return self._fetch
+        """The fetcher's settings (caps, deadline, address policy, headers) with the
+        cookies and the credential, read now (ConfigurationError naming where the
+        credential is missing)."""
+        credential = self.credential
+        secret = credential.header() if credential is not None else None
+        extra = secret[1] if secret is not None and secret[0] == "Cookie" else None
+        pairs: list[tuple[str, str]] = []
+        if secret is not None and secret[0] != "Cookie":
+            pairs.append(secret)
+        cookies = cookie_header(self.cookies, extra)
+        if cookies is not None:
+            pairs.append(("Cookie", cookies))
+        if not pairs:
+            return self._fetch
+        return dataclasses.replace(self._fetch, credentials=tuple(pairs))
 
     @property
     def limits(self) -> Limits:
@@ -143,8 +242,7 @@ class CrawlConfig:
         data: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             if f.init:
-                value = getattr(self, f.name)
-                data[f.name] = list(value) if isinstance(value, tuple) else value
+                data[f.name] = _plain(getattr(self, f.name))
         return {CONFIG_META_KEY: data}
 
     @classmethod

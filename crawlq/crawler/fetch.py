@@ -98,6 +98,9 @@ _RESERVED_HEADERS = frozenset(
         "connection",
         "te",
         "upgrade",
+        "authorization",
+        "proxy-authorization",
+        "cookie",
     }
 )
 
@@ -117,7 +120,12 @@ class FetchSettings:
     as received, ``max_decoded_bytes`` after gzip/deflate/br decoding. ``extra_headers``
     are (name, value) pairs (a mapping is accepted too), checked for CR/LF and control
     characters; Host, User-Agent, Accept-Encoding and framing headers are set by the
-    fetcher and refused here. ``http2`` needs the ``h2`` package.
+    fetcher and refused here, and so are Authorization, Proxy-Authorization and Cookie:
+    they go in ``credentials``. ``http2`` needs the ``h2`` package.
+
+    ``credentials`` are (name, value) headers (Authorization, Cookie) sent only to the
+    hosts named in ``credential_hosts`` (host names, any port or scheme), on every hop,
+    and dropped on a redirect to any other host; they are left out of ``repr``.
     """
 
     user_agent: str = DEFAULT_USER_AGENT
@@ -131,6 +139,8 @@ class FetchSettings:
     extra_headers: tuple[tuple[str, str], ...] = ()
     http2: bool = False
     policy: AddressPolicy = field(default_factory=AddressPolicy)
+    credentials: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    credential_hosts: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if not isinstance(self.user_agent, str) or not self.user_agent.strip():
@@ -147,30 +157,45 @@ class FetchSettings:
         check_count("max_redirects", self.max_redirects, 0)
         check_count("max_connections", self.max_connections, 1)
         check_count("max_keepalive_connections", self.max_keepalive_connections, 0)
-        raw: object = self.extra_headers
-        pairs: Iterable[object]
-        if isinstance(raw, Mapping):
-            pairs = list(raw.items())
-        elif isinstance(raw, str | bytes) or not isinstance(raw, Iterable):
-            raise ConfigurationError(f"extra_headers must be (name, value) pairs, not {raw!r}")
-        else:
-            pairs = list(raw)
-        headers: list[tuple[str, str]] = []
-        for pair in pairs:
-            if not isinstance(pair, tuple) or len(pair) != 2:
-                raise ConfigurationError(f"extra header {pair!r} is not a (name, value) pair")
-            name, value = pair
-            check_header_value(name, value)
+        headers = _header_pairs("extra_headers", self.extra_headers)
+        for name, _ in headers:
             if name.lower() in _RESERVED_HEADERS:
                 raise ConfigurationError(f"header {name!r} is set by the fetcher, not by settings")
-            headers.append((name, value))
-        object.__setattr__(self, "extra_headers", tuple(headers))
+        object.__setattr__(self, "extra_headers", headers)
+        object.__setattr__(
+            self, "credentials", _header_pairs("credentials", self.credentials, secret=True)
+        )
+        hosts = self.credential_hosts
+        if isinstance(hosts, str) or not all(isinstance(h, str) for h in hosts):
+            raise ConfigurationError(f"credential_hosts must be host names, not {hosts!r}")
+        object.__setattr__(self, "credential_hosts", frozenset(h.lower() for h in hosts))
         if not isinstance(self.http2, bool):
             raise ConfigurationError(f"http2 must be True or False, not {self.http2!r}")
         if self.http2 and importlib.util.find_spec("h2") is None:
             raise ConfigurationError("http2=True needs the h2 package: pip install 'crawlq[http2]'")
         if not isinstance(self.policy, AddressPolicy):
             raise ConfigurationError(f"policy must be an AddressPolicy, not {self.policy!r}")
+
+
+def _header_pairs(what: str, raw: object, *, secret: bool = False) -> tuple[tuple[str, str], ...]:
+    """Checked (name, value) pairs from pairs or a mapping; a secret value is never shown."""
+    pairs: Iterable[object]
+    if isinstance(raw, Mapping):
+        pairs = list(raw.items())
+    elif isinstance(raw, str | bytes) or not isinstance(raw, Iterable):
+        shown = "a string" if secret else repr(raw)
+        raise ConfigurationError(f"{what} must be (name, value) pairs, not {shown}")
+    else:
+        pairs = list(raw)
+    headers: list[tuple[str, str]] = []
+    for pair in pairs:
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            shown = "an item" if secret else repr(pair)
+            raise ConfigurationError(f"{what}: {shown} is not a (name, value) pair")
+        name, value = pair
+        check_header_value(name, value)
+        headers.append((name, value))
+    return tuple(headers)
 
 
 @dataclass(frozen=True)
@@ -592,7 +617,11 @@ class Fetcher:
 
     async def _request(self, url: httpx.URL, state: _State) -> str | None:
         """Send one GET; read the body into ``state``; the Location to follow, if any."""
-        request = self._client.build_request("GET", url)
+        settings = self.settings
+        secret = settings.credentials and url.host.lower().rstrip(".") in settings.credential_hosts
+        request = self._client.build_request(
+            "GET", url, headers=settings.credentials if secret else None
+        )
         # The transport, not client.send: httpx builds a redirect request for every 3xx
         # even with follow_redirects=False, and raises InvalidURL on odd Locations.
         response = await self._transport.handle_async_request(request)

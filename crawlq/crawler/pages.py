@@ -52,7 +52,7 @@ from crawlq.crawler.hosts import RobotsCache, RobotsPending, limit_key
 from crawlq.crawler.links import extract_links, is_html, page_title
 from crawlq.crawler.output import WarcFile, worker_warc_path
 from crawlq.crawler.records import ROBOTS_DISALLOWED, page_record, record_text
-from crawlq.exceptions import Discard, Retry, Snooze
+from crawlq.exceptions import ConfigurationError, Discard, Retry, Snooze
 from crawlq.fingerprint import canonical_url, fingerprint
 from crawlq.jobs import JobSpec, JobState
 from crawlq.stores.base import JobFilter
@@ -216,7 +216,6 @@ async def crawl_page(
     cap = None if config.max_pages is None else _Cap(app, crawl_id, config.max_pages)
     if cap is not None and not await cap.may_start():
         return None
-    fetcher = state.fetcher(config)
     last = ctx.attempt >= config.max_attempts
 
     async def give_up(record: dict[str, Any], reason: str) -> NoReturn:
@@ -225,6 +224,13 @@ async def crawl_page(
         if cap is not None:
             await cap.room()
         raise Discard(reason)
+
+    try:
+        fetcher = state.fetcher(config)
+    except ConfigurationError as exc:  # the crawl's credential is missing on this worker
+        if not last:
+            raise Retry(_backoff(ctx.attempt), reason=str(exc)) from None
+        await give_up(page_record(url, depth=depth, referrer=referrer, error=str(exc)), str(exc))
 
     if config.obey_robots:
         try:
