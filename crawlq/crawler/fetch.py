@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http
 import importlib.util
 import time
 import urllib.parse
@@ -208,6 +209,9 @@ class FetchResult:
     ``body`` is decoded; ``truncated`` says a cap stopped it (``error`` names the cap).
     ``bytes`` is the body as received; ``redirects`` the URLs whose redirect was
     followed; ``elapsed_ms`` covers the whole fetch. The body is left out of ``repr``.
+    ``reason`` and ``http_version`` are the last response's status line (the server's
+    reason phrase, or the standard one when it sent none); ``request_headers`` are the
+    headers of the last request sent, without ``credentials`` (for the WARC).
     """
 
     url: str
@@ -221,6 +225,9 @@ class FetchResult:
     redirects: list[str] = field(default_factory=list)
     bytes: int = 0
     error: str | None = None
+    reason: str = ""
+    http_version: str = "HTTP/1.1"
+    request_headers: tuple[tuple[str, str], ...] = ()
 
 
 # --- pinned connections ------------------------------------------------------------------
@@ -448,6 +455,9 @@ class _State:
     redirects: list[str] = field(default_factory=list)
     wire: int = 0
     error: str | None = None
+    reason: str = ""
+    http_version: str = "HTTP/1.1"
+    request_headers: tuple[tuple[str, str], ...] = ()
 
 
 def _headers(response: httpx.Response) -> dict[str, str]:
@@ -456,6 +466,14 @@ def _headers(response: httpx.Response) -> dict[str, str]:
         key = name.lower()
         merged[key] = f"{merged[key]}, {value}" if key in merged else value
     return merged
+
+
+def _phrase(status: int) -> str:
+    """The standard reason phrase of ``status`` ("Unknown" for a code without one)."""
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
 
 
 def _describe(exc: BaseException) -> str:
@@ -540,6 +558,9 @@ class Fetcher:
             redirects=state.redirects,
             bytes=state.wire,
             error=state.error,
+            reason=state.reason,
+            http_version=state.http_version,
+            request_headers=state.request_headers,
         )
 
     async def _check(self, url: httpx.URL) -> str | None:
@@ -626,8 +647,16 @@ class Fetcher:
         # even with follow_redirects=False, and raises InvalidURL on odd Locations.
         response = await self._transport.handle_async_request(request)
         response.request = request
+        secrets = {name.lower() for name, _ in settings.credentials} if secret else set()
+        state.request_headers = tuple(
+            (name, value)
+            for name, value in request.headers.multi_items()
+            if name.lower() not in secrets
+        )
         try:
             state.status = response.status_code
+            state.reason = response.reason_phrase or _phrase(response.status_code)
+            state.http_version = response.http_version
             state.headers = _headers(response)
             media = state.headers.get("content-type", "").split(";")[0].strip().lower()
             state.content_type = media or None

@@ -155,7 +155,13 @@ class _State:
         path = own or worker_warc_path(config.warc)
         writer = self.warcs.get(path)
         if writer is None:
-            writer = self.warcs[path] = WarcFile(path, make_dirs=own is None)
+            info = {
+                "isPartOf": f"crawlq crawl {crawl_id}",
+                "http-header-user-agent": config.full_user_agent,
+                "robots": "obey" if config.obey_robots else "ignore",
+                "operator": config.contact,
+            }
+            writer = self.warcs[path] = WarcFile(path, make_dirs=own is None, info=info)
 
             async def close() -> None:
                 self.warcs.pop(path, None)
