@@ -54,8 +54,7 @@ from crawlq.crawler.output import WarcFile, worker_warc_path
 from crawlq.crawler.records import ROBOTS_DISALLOWED, page_record, record_text
 from crawlq.exceptions import ConfigurationError, Discard, Retry, Snooze
 from crawlq.fingerprint import canonical_url, fingerprint
-from crawlq.jobs import JobSpec, JobState
-from crawlq.stores.base import JobFilter
+from crawlq.jobs import JobSpec
 from crawlq.worker.loops import at_loop_close
 
 if TYPE_CHECKING:
@@ -406,19 +405,9 @@ class _Cap:
 
 
 def drop_pending(app: App, crawl_id: int) -> int:
-    """Cancel every pending page job of the crawl, in batches; how many were cancelled.
-    Cancelling the last live jobs finishes the crawl (once, with its ``on_finish``)."""
-    dropped = 0
-    after = 0
-    while True:
-        where = JobFilter(queue=PAGE_QUEUE, state=JobState.PENDING, limit=1000, after_id=after)
-        batch = app.store.job_list(where)
-        if not batch:
-            return dropped
-        after = batch[-1].id
-        ids = [job.id for job in batch if job.crawl_id == crawl_id]
-        if ids:
-            dropped += len(app.store.job_cancel(ids))
+    """Cancel every pending page of the crawl in one store operation; how many. With
+    nothing left running the crawl finishes at once (once, with its ``on_finish``)."""
+    return app.store.crawl_drop_pending(crawl_id)
 
 
 def page_spec(app: App, url: str) -> Any:

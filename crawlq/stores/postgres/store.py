@@ -93,6 +93,7 @@ from crawlq.stores.crawlrows import (
     summary_of,
 )
 from crawlq.stores.postgres.connections import Connections, unwell
+from crawlq.stores.postgres.crawl_delete import CrawlDeleteMixin
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE, totals_of
 from crawlq.stores.workers import (
     heartbeat_params,
@@ -366,7 +367,7 @@ def _first_of_each(items: Sequence[Hashable]) -> list[int]:
     return first
 
 
-class PostgresStore:
+class PostgresStore(CrawlDeleteMixin):
     """The shared store. Thread-safe: each call borrows a pooled connection."""
 
     capabilities = Capabilities(notify=True, multi_host=True)

@@ -62,6 +62,8 @@ from crawlq.stores.base import (
 )
 from crawlq.stores.checks import check_page, check_results, check_ttl
 from crawlq.stores.redis import keys
+from crawlq.stores.redis.crawl_delete import SCRIPTS as CRAWL_DELETE_SCRIPTS
+from crawlq.stores.redis.crawl_delete import CrawlDeleteMixin
 from crawlq.stores.workers import listed, worker_info
 from crawlq.types import JobId, Timestamp
 
@@ -116,6 +118,7 @@ SCRIPTS = (
     "limit_block",
     "limit_read",
     "store_summary",
+    *CRAWL_DELETE_SCRIPTS,
 )
 SCAN_BUDGET = 1000
 """Job ids one listing, requeue or purge script looks at per call (bounds its run time)."""
@@ -422,7 +425,7 @@ def _key_limit(row: Sequence[str]) -> KeyLimit:
     )
 
 
-class RedisStore:
+class RedisStore(CrawlDeleteMixin):
     """The Redis store. Thread-safe: each call borrows a pooled connection."""
 
     capabilities = Capabilities(notify=True, multi_host=True)

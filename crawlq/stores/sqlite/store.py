@@ -75,6 +75,7 @@ from crawlq.stores.crawlrows import (
     on_finish_spec,
     summary_of,
 )
+from crawlq.stores.sqlite.crawl_delete import CrawlDeleteMixin
 from crawlq.stores.states import FINISHED, INTERNAL_STATES, PUBLIC_STATE, totals_of
 from crawlq.stores.workers import (
     heartbeat_params,
@@ -254,7 +255,7 @@ class _Touched:
                 self.crawls.add(row["crawl_id"])
 
 
-class SQLiteStore:
+class SQLiteStore(CrawlDeleteMixin):
     """The embedded store. Thread-safe: calls from many threads are serialised."""
 
     capabilities = Capabilities(notify=True, multi_host=False)

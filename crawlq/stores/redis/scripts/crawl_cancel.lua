@@ -14,11 +14,6 @@ if not crawl_open(crawl) then
   return 0
 end
 set_crawl_state(crawl, 'cancelled', {'finished_at', fmt(now)})
-local ids = redis.call('SMEMBERS', K.crawl_pending(crawl))
-table.sort(ids, function(a, b) return tonumber(a) < tonumber(b) end)
-for _, id in ipairs(ids) do
-  finish(load(id), 'cancelled', now, {})
-end
-redis.call('DEL', K.crawl_pending(crawl))
+cancel_crawl_jobs(crawl, now)
 commit(now)
 return 1
