@@ -165,12 +165,13 @@ def crawl(
     links_found, error) and stays in the store for `crawlq crawl-export ID`.
 
     Private, loopback and link-local addresses are refused (also after DNS and on every
-    redirect) unless --allow-private or --allow-host.
+    redirect, and before a --proxy sees them) unless --allow-private or --allow-host.
 
     --header goes to every host; --cookie and the --auth credential only to the hosts of
     the start URLs. The store keeps only where the secret is (--auth-env NAME or
     --auth-file PATH): each worker reads it there, so it must be set on every machine;
-    it never reaches the records, the output or the logs.
+    it never reaches the records, the output or the logs. The same holds for a proxy URL
+    with credentials in --proxy-env NAME.
 
     Ctrl-C (or SIGTERM, or a closed stdout with -o -) stops; the same command again
     resumes the crawl (also after kill -9). Exit codes: 0 finished, 1 cancelled, 3

@@ -61,8 +61,35 @@ _OPTIONS = (
         help="The file whose first line is the --auth secret (kept as an absolute path: the "
         "same path on every machine).",
     ),
+    click.option(
+        "--proxy",
+        metavar="URL",
+        help="Fetch through this proxy: http://, https://, socks5:// (socks needs "
+        "crawlq[socks]). No credentials here: see --proxy-env.",
+    ),
+    click.option(
+        "--proxy-env",
+        metavar="NAME",
+        help="The environment variable holding the proxy URL, credentials allowed "
+        "(http://user:pass@host:3128); each worker reads its own.",
+    ),
+    click.option(
+        "--proxy-from-env",
+        is_flag=True,
+        help="Use each worker's HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY.",
+    ),
 )
-_NAMES = ("contact", "headers", "cookies", "auth", "auth_env", "auth_file")
+_NAMES = (
+    "contact",
+    "headers",
+    "cookies",
+    "auth",
+    "auth_env",
+    "auth_file",
+    "proxy",
+    "proxy_env",
+    "proxy_from_env",
+)
 
 
 def fetch_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -85,8 +112,11 @@ def request_fields(
     auth: str | None,
     auth_env: str | None,
     auth_file: str | None,
+    proxy: str | None,
+    proxy_env: str | None,
+    proxy_from_env: bool,
 ) -> dict[str, Any]:
-    """The CrawlConfig fields of --contact, --header, --cookie and --auth*."""
+    """The CrawlConfig fields of --contact, --header, --cookie, --auth* and --proxy*."""
     pairs = []
     for text in headers:
         name, colon, value = text.partition(":")
@@ -106,17 +136,18 @@ def request_fields(
         "auth": auth,
         "auth_env": auth_env,
         "auth_file": None if auth_file is None else os.path.abspath(auth_file),
+        "proxy": proxy,
+        "proxy_env": proxy_env,
+        "proxy_from_env": proxy_from_env,
     }
 
 
 def check_credential(config: CrawlConfig, detach: bool) -> None:
-    """Read the crawl's credential once here, so a missing one stops the command before
-    anything is created; with --detach (the workers may hold it) only warn."""
-    credential = config.credential
-    if credential is None:
-        return
+    """Read the crawl's credential and --proxy-env once here, so a missing one stops the
+    command before anything is created; with --detach (the workers may hold it) only
+    warn."""
     try:
-        credential.header()
+        config.fetch_settings  # noqa: B018 (reads the credential and the proxy of --proxy-env)
     except ConfigurationError as exc:
         if not detach:
             raise

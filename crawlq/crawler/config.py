@@ -17,9 +17,16 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from crawlq.crawler.addresses import AddressPolicy
-from crawlq.crawler.credentials import AuthType, Credential, cookie_header
+from crawlq.crawler.credentials import (
+    AuthType,
+    Credential,
+    check_env_name,
+    cookie_header,
+    read_env,
+)
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT, FetchSettings
 from crawlq.crawler.links import Scope, ScopeMode
+from crawlq.crawler.proxies import parse_proxy
 from crawlq.exceptions import ConfigurationError
 from crawlq.limits import Limits
 from crawlq.payload import MAX_COUNT, check_count, check_seconds
@@ -75,6 +82,11 @@ class CrawlConfig:
     ``auth_file`` (see ``crawler.credentials``: the settings hold only where it is);
     cookies and the credential go only to the hosts of the start URLs. ``contact`` (a
     URL or an e-mail address) is added to the User-Agent as ``(+URL)``.
+
+    Proxy (see ``crawler.proxies``): ``proxy`` (a URL without credentials: the settings
+    are not secret), ``proxy_env`` (the name of an environment variable that holds the
+    proxy URL, credentials allowed, read by each worker), or ``proxy_from_env`` (each
+    worker's HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY); at most one of them.
     """
 
     start_urls: tuple[str, ...]
@@ -105,6 +117,9 @@ class CrawlConfig:
     auth_env: str | None = None
     auth_file: str | None = None
     contact: str | None = None
+    proxy: str | None = None
+    proxy_env: str | None = None
+    proxy_from_env: bool = False
     # -- end of request options --
     _scope: Scope = field(init=False, repr=False, compare=False)
     _fetch: FetchSettings = field(init=False, repr=False, compare=False)
@@ -182,6 +197,7 @@ class CrawlConfig:
             raise ConfigurationError(
                 "--auth-env and --auth-file need --auth basic, bearer or cookie"
             )
+        self._check_proxy()
         if self.contact is not None:
             if not isinstance(self.contact, str) or not self.contact.strip():
                 raise ConfigurationError(
@@ -192,6 +208,34 @@ class CrawlConfig:
                     f"--contact {self.contact!r}: give a URL or an e-mail address without "
                     "spaces or parentheses"
                 )
+
+    def _check_proxy(self) -> None:
+        if not isinstance(self.proxy_from_env, bool):
+            raise ConfigurationError("proxy_from_env must be true or false")
+        given = [self.proxy is not None, self.proxy_env is not None, self.proxy_from_env]
+        if sum(given) > 1:
+            raise ConfigurationError(
+                "give one of --proxy URL, --proxy-env NAME or --proxy-from-env, not several"
+            )
+        if self.proxy_env is not None:
+            check_env_name(self.proxy_env, "--proxy-env")
+        if self.proxy is not None:
+            if parse_proxy(self.proxy, "--proxy").auth is not None:
+                raise ConfigurationError(
+                    "--proxy: a proxy URL with credentials would be kept in the crawl's "
+                    "settings; put the whole URL in an environment variable and give "
+                    "--proxy-env NAME (each worker reads it)"
+                )
+
+    @property
+    def proxy_url(self) -> str | None:
+        """The proxy URL, with ``proxy_env`` read now (ConfigurationError naming the
+        variable when it is missing or not a proxy URL; never its value)."""
+        if self.proxy_env is None:
+            return self.proxy
+        url = read_env(self.proxy_env, "--proxy-env")
+        parse_proxy(url, f"the environment variable {self.proxy_env} (--proxy-env)")
+        return url
 
     @property
     def full_user_agent(self) -> str:
@@ -212,9 +256,14 @@ class CrawlConfig:
 
     @property
     def fetch_settings(self) -> FetchSettings:
-        """The fetcher's settings (caps, deadline, address policy, headers) with the
-        cookies and the credential, read now (ConfigurationError naming where the
-        credential is missing)."""
+        """The fetcher's settings (caps, deadline, address policy, headers, proxy) with
+        the cookies, the credential and the proxy of ``proxy_env``, read now
+        (ConfigurationError naming where one is missing)."""
+        fetch = self._fetch
+        if self.proxy is not None or self.proxy_env is not None or self.proxy_from_env:
+            fetch = dataclasses.replace(
+                fetch, proxy=self.proxy_url, proxy_from_env=self.proxy_from_env
+            )
         credential = self.credential
         secret = credential.header() if credential is not None else None
         extra = secret[1] if secret is not None and secret[0] == "Cookie" else None
@@ -225,8 +274,8 @@ class CrawlConfig:
         if cookies is not None:
             pairs.append(("Cookie", cookies))
         if not pairs:
-            return self._fetch
-        return dataclasses.replace(self._fetch, credentials=tuple(pairs))
+            return fetch
+        return dataclasses.replace(fetch, credentials=tuple(pairs))
 
     @property
     def limits(self) -> Limits:

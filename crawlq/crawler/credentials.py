@@ -30,7 +30,14 @@ from typing import Literal, get_args
 from crawlq.crawler.addresses import check_header_value
 from crawlq.exceptions import ConfigurationError
 
-__all__ = ["AUTH_TYPES", "AuthType", "Credential", "cookie_header"]
+__all__ = [
+    "AUTH_TYPES",
+    "AuthType",
+    "Credential",
+    "check_env_name",
+    "cookie_header",
+    "read_env",
+]
 
 AuthType = Literal["basic", "bearer", "cookie"]
 AUTH_TYPES: tuple[str, ...] = get_args(AuthType)
@@ -38,6 +45,32 @@ AUTH_TYPES: tuple[str, ...] = get_args(AuthType)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _COOKIE_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _MAX_SECRET = 64 * 1024
+
+
+_FIX = "set it on every machine that runs this crawl's pages"
+
+
+def check_env_name(name: object, option: str) -> None:
+    """Refuse a value of ``option`` that is not an environment variable's name."""
+    if not isinstance(name, str) or not _ENV_NAME.fullmatch(name):
+        raise ConfigurationError(
+            f"{option} takes the NAME of an environment variable (letters, digits, _), "
+            f"not {name!r}; the variable holds the secret"
+        )
+
+
+def env_where(name: str, option: str) -> str:
+    return f"the environment variable {name} ({option})"
+
+
+def read_env(name: str, option: str) -> str:
+    """The value of the environment variable ``name`` (given with ``option``), read now;
+    ConfigurationError naming it (never a value) when it is unset or empty."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        state = "is not set" if name not in os.environ else "is empty"
+        raise ConfigurationError(f"{env_where(name, option)} {state}: {_FIX}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -57,13 +90,8 @@ class Credential:
             raise ConfigurationError(
                 "an auth type needs exactly one of --auth-env NAME or --auth-file PATH"
             )
-        if self.env is not None and (
-            not isinstance(self.env, str) or not _ENV_NAME.fullmatch(self.env)
-        ):
-            raise ConfigurationError(
-                f"--auth-env takes the NAME of an environment variable (letters, digits, _), "
-                f"not {self.env!r}; the variable holds the secret"
-            )
+        if self.env is not None:
+            check_env_name(self.env, "--auth-env")
         if self.file is not None and (not isinstance(self.file, str) or not self.file):
             raise ConfigurationError(f"--auth-file takes a file name, not {self.file!r}")
 
@@ -71,31 +99,26 @@ class Credential:
     def where(self) -> str:
         """``the environment variable NAME`` or ``the file PATH``."""
         if self.env is not None:
-            return f"the environment variable {self.env} (--auth-env)"
+            return env_where(self.env, "--auth-env")
         return f"the file {self.file} (--auth-file)"
 
     def read(self) -> str:
         """The secret, read now; ConfigurationError naming where it is missing."""
-        fix = "set it on every machine that runs this crawl's pages"
         if self.env is not None:
-            value = os.environ.get(self.env)
-            if not value:
-                state = "is not set" if value is None else "is empty"
-                raise ConfigurationError(f"{self.where} {state}: {fix}")
-        else:
-            assert self.file is not None
-            try:
-                with open(self.file, encoding="utf-8") as stream:
-                    text = stream.read(_MAX_SECRET + 1)
-            except (OSError, UnicodeDecodeError) as exc:
-                reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "unreadable"
-                raise ConfigurationError(f"cannot read {self.where}: {reason}; {fix}") from None
-            if len(text) > _MAX_SECRET:
-                raise ConfigurationError(f"{self.where} is over 64 KiB: it holds one secret")
-            value = text.splitlines()[0] if text.strip() else ""
-            if not value.strip():
-                raise ConfigurationError(f"{self.where} is empty: {fix}")
-        return value.strip()
+            return read_env(self.env, "--auth-env")
+        assert self.file is not None
+        try:
+            with open(self.file, encoding="utf-8") as stream:
+                text = stream.read(_MAX_SECRET + 1)
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "unreadable"
+            raise ConfigurationError(f"cannot read {self.where}: {reason}; {_FIX}") from None
+        if len(text) > _MAX_SECRET:
+            raise ConfigurationError(f"{self.where} is over 64 KiB: it holds one secret")
+        value = text.splitlines()[0].strip() if text.strip() else ""
+        if not value:
+            raise ConfigurationError(f"{self.where} is empty: {_FIX}")
+        return value
 
     def header(self) -> tuple[str, str]:
         """The (name, value) header of the secret read now; the value is never in an

@@ -41,8 +41,10 @@ robust:
   checked under this fetcher's one policy, so reusing them never reaches an address the
   policy refuses; a later DNS answer (rebinding) is checked again before any new
   connection;
-* the client ignores proxy environment variables (``trust_env=False``): a proxy would
-  resolve the host itself.
+* the client ignores proxy environment variables (``trust_env=False``); a proxy is used
+  only when the settings name one (``proxy``, or ``proxy_from_env``), through a pool of
+  its own that connects to the proxy alone, after the target's host was checked here
+  like any other (``crawler.proxies`` says what that does and does not cover).
 
 ``bytes`` counts the final response's body as received (after transfer decoding, before
 content decoding); ``redirects`` lists the URLs whose redirect was followed, in order;
@@ -76,6 +78,15 @@ from crawlq.crawler.addresses import (
     check_header_value,
     parse_host,
     resolve_checked,
+)
+from crawlq.crawler.proxies import (
+    Proxy,
+    RestrictedBackend,
+    bypassed,
+    closing_failed_connects,
+    environment_proxies,
+    parse_proxy,
+    proxy_pool,
 )
 from crawlq.exceptions import AddressRefused, ConfigurationError
 from crawlq.payload import check_count, check_seconds
@@ -127,6 +138,10 @@ class FetchSettings:
     ``credentials`` are (name, value) headers (Authorization, Cookie) sent only to the
     hosts named in ``credential_hosts`` (host names, any port or scheme), on every hop,
     and dropped on a redirect to any other host; they are left out of ``repr``.
+
+    ``proxy`` (a URL, credentials allowed, left out of ``repr``) sends every request
+    through that proxy; ``proxy_from_env`` takes each URL's proxy from the environment
+    (see ``crawler.proxies``, which also says how the address guard works with one).
     """
 
     user_agent: str = DEFAULT_USER_AGENT
@@ -142,6 +157,8 @@ class FetchSettings:
     policy: AddressPolicy = field(default_factory=AddressPolicy)
     credentials: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     credential_hosts: frozenset[str] = frozenset()
+    proxy: str | None = field(default=None, repr=False)
+    proxy_from_env: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.user_agent, str) or not self.user_agent.strip():
@@ -170,6 +187,14 @@ class FetchSettings:
         if isinstance(hosts, str) or not all(isinstance(h, str) for h in hosts):
             raise ConfigurationError(f"credential_hosts must be host names, not {hosts!r}")
         object.__setattr__(self, "credential_hosts", frozenset(h.lower() for h in hosts))
+        if not isinstance(self.proxy_from_env, bool):
+            raise ConfigurationError(
+                f"proxy_from_env must be True or False, not {self.proxy_from_env!r}"
+            )
+        if self.proxy is not None:
+            parse_proxy(self.proxy)  # checks it
+            if self.proxy_from_env:
+                raise ConfigurationError("give a proxy or proxy_from_env=True, not both")
         if not isinstance(self.http2, bool):
             raise ConfigurationError(f"http2 must be True or False, not {self.http2!r}")
         if self.http2 and importlib.util.find_spec("h2") is None:
@@ -233,11 +258,8 @@ class FetchResult:
 # --- pinned connections ------------------------------------------------------------------
 
 
-class _PinnedBackend(httpcore.AsyncNetworkBackend):
+class _PinnedBackend(RestrictedBackend):
     """Connects only to the checked addresses pinned for (host, port) in this context."""
-
-    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
-        self._inner = inner
 
     async def connect_tcp(
         self,
@@ -268,17 +290,6 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
         assert failure is not None
         raise failure
 
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("refused: the fetcher does not use Unix sockets")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
 
 _ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
     (httpcore.ConnectTimeout, httpx.ConnectTimeout),
@@ -294,6 +305,7 @@ _ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
     (httpcore.LocalProtocolError, httpx.LocalProtocolError),
     (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
     (httpcore.ProtocolError, httpx.ProtocolError),
+    (httpcore.ProxyError, httpx.ProxyError),
 )
 
 
@@ -324,18 +336,37 @@ class _ResponseStream(httpx.AsyncByteStream):
             await close()
 
 
-class _PinnedTransport(httpx.AsyncBaseTransport):
-    """httpx transport over an httpcore pool whose network backend is ``_PinnedBackend``."""
+class _PoolTransport(httpx.AsyncBaseTransport):
+    """httpx transport over an httpcore pool: the direct one (``_pinned``), whose network
+    backend is ``_PinnedBackend``, or a proxy's (``proxies.proxy_pool``)."""
 
-    def __init__(self, settings: FetchSettings) -> None:
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
-            max_connections=settings.max_connections,
-            max_keepalive_connections=settings.max_keepalive_connections,
-            keepalive_expiry=5.0,
-            http1=True,
-            http2=settings.http2,
-            network_backend=_PinnedBackend(httpcore.AnyIOBackend()),
+    def __init__(self, pool: httpcore.AsyncConnectionPool) -> None:
+        self._pool = pool
+
+    @classmethod
+    def pinned(cls, settings: FetchSettings) -> _PoolTransport:
+        return cls(
+            httpcore.AsyncConnectionPool(
+                ssl_context=httpx.create_ssl_context(),
+                max_connections=settings.max_connections,
+                max_keepalive_connections=settings.max_keepalive_connections,
+                keepalive_expiry=5.0,
+                http1=True,
+                http2=settings.http2,
+                network_backend=_PinnedBackend(httpcore.AnyIOBackend()),
+            )
+        )
+
+    @classmethod
+    def through(cls, proxy: Proxy, settings: FetchSettings) -> _PoolTransport:
+        return cls(
+            proxy_pool(
+                proxy,
+                ssl_context=httpx.create_ssl_context(),
+                max_connections=settings.max_connections,
+                max_keepalive_connections=settings.max_keepalive_connections,
+                http2=settings.http2,
+            )
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -352,7 +383,8 @@ class _PinnedTransport(httpx.AsyncBaseTransport):
             extensions=request.extensions,
         )
         with _httpx_errors():
-            response = await self._pool.handle_async_request(core_request)
+            async with closing_failed_connects():
+                response = await self._pool.handle_async_request(core_request)
         assert isinstance(response.stream, AsyncIterable)
         return httpx.Response(
             status_code=response.status,
@@ -505,7 +537,13 @@ class Fetcher:
     def __init__(self, settings: FetchSettings | None = None) -> None:
         self.settings = settings or FetchSettings()
         encodings = "gzip, deflate, br" if _BROTLI_BOUNDED else "gzip, deflate"
-        self._transport = _PinnedTransport(self.settings)
+        self._transport = _PoolTransport.pinned(self.settings)
+        self._proxy = None if self.settings.proxy is None else parse_proxy(self.settings.proxy)
+        self._env_proxies: dict[str, Proxy] = {}
+        self._no_proxy = ""
+        if self.settings.proxy_from_env:
+            self._env_proxies, self._no_proxy = environment_proxies()
+        self._proxied: dict[Proxy, _PoolTransport] = {}
         self._client = httpx.AsyncClient(
             transport=self._transport,
             follow_redirects=False,
@@ -529,10 +567,30 @@ class Fetcher:
         traceback: TracebackType | None,
     ) -> None:
         await self._client.__aexit__(exc_type, exc, traceback)
+        await self._close_proxied()
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pools."""
         await self._client.aclose()
+        await self._close_proxied()
+
+    async def _close_proxied(self) -> None:
+        proxied, self._proxied = list(self._proxied.values()), {}
+        for transport in proxied:
+            await transport.aclose()
+
+    def _route(self, url: httpx.URL) -> tuple[_PoolTransport, Proxy | None]:
+        """The transport for ``url``: through its proxy, if it has one, else direct."""
+        proxy = self._proxy
+        if proxy is None and self._env_proxies:
+            if not bypassed(url.host, self._no_proxy):
+                proxy = self._env_proxies.get(url.scheme) or self._env_proxies.get("all")
+        if proxy is None:
+            return self._transport, None
+        transport = self._proxied.get(proxy)
+        if transport is None:
+            transport = self._proxied[proxy] = _PoolTransport.through(proxy, self.settings)
+        return transport, proxy
 
     async def fetch(self, url: str) -> FetchResult:
         """GET ``url`` under the settings' rules; network and page failures set ``error``."""
@@ -611,10 +669,13 @@ class Fetcher:
                 return
             state.final_url = str(current)
             state.status, state.headers, state.content_type = None, {}, None
+            transport, proxy = self._route(current)
             try:
-                location = await self._request(current, state)
+                location = await self._request(transport, current, state)
             except httpx.HTTPError as exc:
                 state.error = _describe(exc)
+                if proxy is not None:
+                    state.error = f"{state.error} (through the proxy {proxy.display})"
                 return
             if location is None:
                 return
@@ -636,7 +697,9 @@ class Fetcher:
             state.redirects.append(str(current))
             current = target
 
-    async def _request(self, url: httpx.URL, state: _State) -> str | None:
+    async def _request(
+        self, transport: _PoolTransport, url: httpx.URL, state: _State
+    ) -> str | None:
         """Send one GET; read the body into ``state``; the Location to follow, if any."""
         settings = self.settings
         secret = settings.credentials and url.host.lower().rstrip(".") in settings.credential_hosts
@@ -645,7 +708,7 @@ class Fetcher:
         )
         # The transport, not client.send: httpx builds a redirect request for every 3xx
         # even with follow_redirects=False, and raises InvalidURL on odd Locations.
-        response = await self._transport.handle_async_request(request)
+        response = await transport.handle_async_request(request)
         response.request = request
         secrets = {name.lower() for name, _ in settings.credentials} if secret else set()
         state.request_headers = tuple(

@@ -17,6 +17,7 @@ from tests import crawlsite
 from tests.crawlsite import CrawlSite, SiteSpec
 from tests.integration.conftest import Processes, wait_until
 from tests.integration.test_crawler import FAST, records, run
+from tests.proxyserver import ProxyServer
 
 crawl_site = crawlsite.crawl_site
 
@@ -118,3 +119,62 @@ def test_each_worker_reads_the_credential_from_its_own_environment(
     expected = "Basic " + base64.b64encode(f"ann:{SECRET}".encode()).decode()
     assert {r.headers.get("authorization") for r in site.log} == {expected}
     assert SECRET not in log and expected not in log
+
+
+PROXY_PASSWORD = "pr0xy-Pa55-e2f9"
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_crawl_through_a_proxy_and_the_guard_refusing_private_targets_through_it(
+    procs: Processes, crawl_site: Callable[..., CrawlSite]
+) -> None:
+    site = crawl_site(SMALL)
+    with ProxyServer(auth=("crawler", PROXY_PASSWORD)) as proxy:
+        env = {**procs.env(), "CRAWL_PROXY": proxy.url("http", ("crawler", PROXY_PASSWORD))}
+        refused_out = procs.workdir / "refused.jsonl"
+        refused = subprocess.run(
+            [*procs.argv("crawl"), site.url, "--proxy-env", "CRAWL_PROXY", "--delay", "0",
+             "-o", str(refused_out), "--no-progress"],
+            cwd=procs.workdir, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert refused.returncode == 3, refused.stderr
+        assert records(refused_out)[0]["error"].startswith("refused:")
+        assert proxy.log == [] and site.log == [], "a private target never reaches the proxy"
+
+        out = procs.workdir / "pages.jsonl"
+        result = subprocess.run(
+            [*procs.argv("crawl"), site.url, *FAST, "--proxy-env", "CRAWL_PROXY",
+             "-o", str(out), "--no-progress", "--new"],
+            cwd=procs.workdir, env=env, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        through = proxy.log
+    assert len(records(out)) == len(site.expected().urls)
+    assert len(through) == len(site.log) > 20, "every request went through the proxy"
+    assert {r.credentials for r in through} == {("crawler", PROXY_PASSWORD)}
+    assert {r.target for r in through} == {f"127.0.0.1:{site.port}"}
+    for request in site.log:
+        assert "proxy-authorization" not in request.headers
+    texts = {
+        "output": out.read_text() + refused_out.read_text(),
+        "stderr": result.stderr + refused.stderr,
+        "status": json.dumps(status(procs, 2)),
+    }
+    for where, text in texts.items():
+        assert PROXY_PASSWORD not in text, where
+    assert "CRAWL_PROXY" in texts["status"]
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_proxy_options_refused_with_a_fix_and_no_credentials_echoed(
+    procs: Processes, crawl_site: Callable[..., CrawlSite]
+) -> None:
+    site = crawl_site(SMALL)
+    url = f"http://crawler:{PROXY_PASSWORD}@127.0.0.1:3128"
+    with_credentials = run(procs, site.url, *FAST, "--proxy", url)
+    assert with_credentials.returncode == 1
+    assert "--proxy-env NAME" in with_credentials.stderr
+    assert PROXY_PASSWORD not in with_credentials.stderr
+    both = run(procs, site.url, *FAST, "--proxy", "http://127.0.0.1:3128", "--proxy-from-env")
+    assert both.returncode == 1 and "not several" in both.stderr
+    assert not (procs.workdir / "jobs.db").exists()
