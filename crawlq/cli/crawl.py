@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from crawlq.cli.common import open_app, target_options
-from crawlq.cli.fetch_options import check_credential, fetch_options
+from crawlq.cli.fetch_options import check_request_options, fetch_options
 from crawlq.cli.params import duration, size
 from crawlq.config import MAX_CONCURRENCY, store_command
 from crawlq.crawler.config import CrawlConfig
@@ -215,7 +215,7 @@ def crawl(
             fg="yellow",
             err=True,
         )
-    check_credential(config, detach)
+    check_request_options(config, detach)
     if not detach:  # before the store is opened: a refused path creates nothing
         check_writable(output or "crawl-ID.jsonl", "the output file")
     if warc is not None:

@@ -15,9 +15,10 @@ import click
 
 from crawlq.crawler.config import CrawlConfig
 from crawlq.crawler.credentials import AUTH_TYPES
+from crawlq.crawler.proxies import environment_proxies
 from crawlq.exceptions import ConfigurationError
 
-__all__ = ["check_credential", "fetch_options"]
+__all__ = ["check_request_options", "fetch_options"]
 
 _OPTIONS = (
     click.option(
@@ -142,12 +143,14 @@ def request_fields(
     }
 
 
-def check_credential(config: CrawlConfig, detach: bool) -> None:
-    """Read the crawl's credential and --proxy-env once here, so a missing one stops the
-    command before anything is created; with --detach (the workers may hold it) only
-    warn."""
+def check_request_options(config: CrawlConfig, detach: bool) -> None:
+    """Read the crawl's credential, --proxy-env and (with --proxy-from-env) this
+    machine's proxy variables once here, so a missing or bad one stops the command before
+    anything is created; with --detach (the workers read their own) only warn."""
     try:
         config.fetch_settings  # noqa: B018 (reads the credential and the proxy of --proxy-env)
+        if config.proxy_from_env:
+            environment_proxies()
     except ConfigurationError as exc:
         if not detach:
             raise

@@ -57,10 +57,10 @@ EXIT_CANCELLED = 1
 EXIT_NOTHING_FETCHED = 3
 EXIT_INTERRUPTED = 130
 
-_POLL = 0.1
+_POLL = 0.05
 """Seconds between two looks at the crawl and its new records (a finished crawl is seen
 within this)."""
-_WORKER_POLL = 0.2
+_WORKER_POLL = 0.1
 """The worker's longest idle wait: it also bounds how long stopping it takes once the
 crawl is finished (``crawlq worker`` waits up to 1 s)."""
 _PAGE = 1000

@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from crawlq.cli import cli
 from crawlq.crawler.addresses import AddressPolicy
 from crawlq.crawler.config import CrawlConfig
 from crawlq.crawler.fetch import FetchSettings
@@ -196,3 +199,19 @@ def test_crawl_settings_keep_no_proxy_credentials(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv("CRAWL_PROXY")
     with pytest.raises(ConfigurationError, match=r"CRAWL_PROXY \(--proxy-env\) is not set"):
         config.fetch_settings  # noqa: B018
+
+
+def test_crawl_with_a_bad_environment_proxy_stops_before_creating_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", f"gopher://crawler:{PASSWORD}@proxy:70")
+    store = tmp_path / "c.db"
+    result = CliRunner().invoke(
+        cli,
+        ["crawl", "https://example.com/", "--store", f"sqlite:///{store}", "--proxy-from-env",
+         "-o", str(tmp_path / "o.jsonl")],
+    )  # fmt: skip
+    assert result.exit_code == 1
+    assert "the environment variable HTTPS_PROXY" in result.output
+    assert PASSWORD not in result.output
+    assert not store.exists()
