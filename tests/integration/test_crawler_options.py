@@ -108,7 +108,7 @@ def test_each_worker_reads_the_credential_from_its_own_environment(
     crawl_id = int(detached.stdout.split()[0])
     env = {**procs.env(), "SITE_BASIC": f"ann:{SECRET}"}
     worker = subprocess.Popen(
-        [*procs.argv("worker", "--runtime", "asyncio", "--concurrency", "4")],
+        procs.argv("worker", "--runtime", "asyncio", "--concurrency", "4", "--log-level", "debug"),
         cwd=procs.workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -118,6 +118,7 @@ def test_each_worker_reads_the_credential_from_its_own_environment(
         _, log = worker.communicate(timeout=30)
     expected = "Basic " + base64.b64encode(f"ann:{SECRET}".encode()).decode()
     assert {r.headers.get("authorization") for r in site.log} == {expected}
+    assert "httpcore" in log, "the debug log was on, httpcore's too"
     assert SECRET not in log and expected not in log
 
 
