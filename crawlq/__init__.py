@@ -47,9 +47,8 @@ from crawlq.specs import ScheduleOptions
 from crawlq.stores import Store, open_store
 from crawlq.stores.base import JobFilter
 from crawlq.tasks import BoundTask, Task, TaskOptions
+from crawlq.version import __version__ as __version__
 from crawlq.worker import Worker
-
-__version__ = "0.1.0"
 
 __all__ = [
     "App",

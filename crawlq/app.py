@@ -19,7 +19,13 @@ from crawlq.crawls import (
     check_seen_has_crawl,
     no_such_crawl,
 )
-from crawlq.exceptions import ConfigurationError, CrawlClosed, CrawlNotFound, TaskNotFound
+from crawlq.exceptions import (
+    ConfigurationError,
+    CrawlClosed,
+    CrawlNotFound,
+    CrawlOpen,
+    TaskNotFound,
+)
 from crawlq.fingerprint import fingerprint_of
 from crawlq.hooks import FailureEvent, Hook, check_hook, run_hooks
 from crawlq.jobs import Job, JobSpec, QueueStats, ScheduleResult, WorkerInfo
@@ -325,6 +331,25 @@ class App:
         return self._crawl_change(
             crawl_id, self.store.crawl_cancel, "cancelled", CrawlState.CANCELLED
         )
+
+    def delete_crawl(self, crawl_id: int, *, force: bool = False) -> CrawlInfo:
+        """Delete a crawl with its jobs, results and seen set; the crawl as it was.
+
+        An open (running or paused) crawl is refused with ``CrawlOpen`` unless ``force``:
+        then it is cancelled first (running pages finish but add nothing, their outcome
+        is dropped) and deleted.
+        """
+        info = self.get_crawl(crawl_id)
+        if info.state in OPEN_CRAWL_STATES:
+            if not force:
+                raise CrawlOpen(
+                    f"crawl {crawl_id} is {info.state}: cancel it first (crawl-cancel "
+                    f"{crawl_id}), or delete it anyway with --force (force=True)"
+                )
+            self.store.crawl_cancel(crawl_id)  # no page added while the jobs go
+        if not self.store.crawl_delete(crawl_id):
+            raise self._no_such_crawl(crawl_id)  # deleted meanwhile
+        return info
 
     def _no_such_crawl(self, crawl_id: int) -> CrawlNotFound:
         """The error for a missing crawl, whose hint names this app's store when it has a URL."""

@@ -59,6 +59,10 @@ class CrawlClosed(CrawlqError):
     """The crawl has finished or was cancelled: it accepts no more jobs."""
 
 
+class CrawlOpen(CrawlqError):
+    """The crawl is still running or paused: deleting it needs ``force``."""
+
+
 class AddressRefused(CrawlqError):
     """The host is, or resolves to, an address the crawler must not connect to."""
 

@@ -2,11 +2,11 @@
 
 One module per subcommand group: ``crawl`` (crawl, crawl-export: the built-in
 crawler), ``worker``, ``workers``, ``stats``, ``jobs`` (jobs, job,
-cancel, reschedule, prune), ``dlq``, ``schedule``, ``crawls`` (crawls, crawl-status, crawl-pause,
-crawl-resume, crawl-cancel), ``limits`` (limit set, default, block, show) and ``periodic``
-(periodic add, list, remove, pause, resume, fires). ``common``
-holds the ``--app``/``--store`` target and error handling, ``output`` the tables and
-JSON, ``params`` the option types.
+cancel, reschedule, prune), ``dlq``, ``schedule``, ``crawls`` (crawls, crawl-status,
+crawl-pause, crawl-resume, crawl-cancel, crawl-delete), ``limits`` (limit set, default,
+block, show) and ``periodic`` (periodic add, list, remove, pause, resume, fires).
+``common`` holds the ``--app``/``--store`` target and error handling, ``output`` the
+tables and JSON, ``params`` the option types.
 cli/ is the only part of crawlq that reads environment variables (``CRAWLQ_APP`` and
 ``CRAWLQ_STORE``, in ``common``).
 """
@@ -17,7 +17,14 @@ import click
 
 from crawlq.cli.common import CrawlqGroup, Target, group_target_options
 from crawlq.cli.crawl import crawl, crawl_export
-from crawlq.cli.crawls import crawl_cancel, crawl_pause, crawl_resume, crawl_status, crawls
+from crawlq.cli.crawls import (
+    crawl_cancel,
+    crawl_delete,
+    crawl_pause,
+    crawl_resume,
+    crawl_status,
+    crawls,
+)
 from crawlq.cli.dlq import dlq
 from crawlq.cli.jobs import cancel, job, jobs, prune, reschedule
 from crawlq.cli.limits import limit
@@ -72,6 +79,7 @@ for command in (
     crawl_pause,
     crawl_resume,
     crawl_cancel,
+    crawl_delete,
     limit,
     web,
 ):

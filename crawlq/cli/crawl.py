@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from crawlq.cli.common import open_app, target_options
+from crawlq.cli.fetch_options import check_request_options, fetch_options
 from crawlq.cli.output import iso_utc
 from crawlq.cli.params import duration, size
 from crawlq.config import MAX_CONCURRENCY, store_command
@@ -113,6 +116,7 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
 @click.option(
     "--user-agent", default=DEFAULT_USER_AGENT, show_default=True, help="The User-Agent sent."
 )
+@fetch_options
 @click.option(
     "--ignore-robots",
     is_flag=True,
@@ -188,6 +192,7 @@ def crawl(
     host_concurrency: int,
     delay: float,
     user_agent: str,
+    request: dict[str, Any],
     ignore_robots: bool,
     allow_private: bool,
     allow_host: tuple[str, ...],
@@ -214,7 +219,13 @@ def crawl(
     `crawlq crawl-export ID`. With --parse, --output gets the items the function returns.
 
     Private, loopback and link-local addresses are refused (also after DNS and on every
-    redirect) unless --allow-private or --allow-host.
+    redirect, and before a --proxy sees them) unless --allow-private or --allow-host.
+
+    --header goes to every host; --cookie and the --auth credential only to the hosts of
+    the start URLs. The store keeps only where the secret is (--auth-env NAME or
+    --auth-file PATH): each worker reads it there, so it must be set on every machine;
+    it never reaches the records, the output or the logs. The same holds for a proxy URL
+    with credentials in --proxy-env NAME.
 
     Ctrl-C (or SIGTERM, or a closed stdout with -o -) stops; the same command again
     resumes the crawl (also after kill -9). Exit codes: 0 finished, 1 cancelled, 3
@@ -235,6 +246,7 @@ def crawl(
       crawlq crawl https://example.com/docs/ --scope prefix --delay 1
       crawlq crawl https://shop.example/ --extract 'price=.price::text'
       crawlq crawl https://shop.example/ --parse myshop:parse -o items.csv
+      crawlq crawl https://example.com/ --auth bearer --auth-env SITE_TOKEN
       crawlq crawl https://example.com/ --store postgresql://db/crawl --detach
       crawlq crawl https://example.com/ --store postgresql://db/crawl --every 6h
     """
@@ -266,6 +278,7 @@ def crawl(
         extract=extract,
         parse=parse_hook,
         sitemaps=sitemaps,
+        **request,
     )
     if parse_hook is not None:
         load_hook(parse_hook)  # here, before the crawl is created: one line if it fails
@@ -283,6 +296,7 @@ def crawl(
             "crawls run on the workers; write each one's pages with `crawlq crawl-export ID`"
         )
     detach = detach or recurring
+    check_request_options(config, detach)
     if not detach:  # before the store is opened: a refused path creates nothing
         check_writable(output or "crawl-ID.jsonl", "the output file")
     if warc is not None:

@@ -217,3 +217,32 @@ crawl_cancel = _change(
     Example:
       crawlq --store postgresql://db/jobs crawl-cancel 7""",
 )
+
+
+@click.command("crawl-delete")
+@target_options
+@click.argument("crawl_id", type=int, metavar="ID")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Delete a running or paused crawl too: it is cancelled first, its running pages "
+    "finish but their outcome is dropped.",
+)
+def crawl_delete(crawl_id: int, force: bool) -> None:
+    """Delete a crawl with its jobs, its page records and its seen set, from the store.
+
+    A running or paused crawl is refused (exit 1) unless --force. The queue totals keep
+    counting the deleted jobs. Files the crawl wrote (-o, --warc) are not touched.
+
+    \b
+    Example:
+      crawlq crawl-delete 7
+      crawlq --store postgresql://db/jobs crawl-delete 7 --force
+    """
+    with open_app() as app:
+        info = app.delete_crawl(crawl_id, force=force)
+    ended = info.done + info.dead + info.cancelled
+    click.echo(
+        f"crawl {info.id} ({info.name}) deleted: {ended + info.outstanding:,} jobs, "
+        f"{info.seen:,} seen URLs and its records"
+    )

@@ -17,9 +17,17 @@ from dataclasses import dataclass, field
 from typing import Any, get_args
 
 from crawlq.crawler.addresses import AddressPolicy
+from crawlq.crawler.credentials import (
+    AuthType,
+    Credential,
+    check_env_name,
+    cookie_header,
+    read_env,
+)
 from crawlq.crawler.extract import Extractor
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT, FetchSettings
 from crawlq.crawler.links import Scope, ScopeMode
+from crawlq.crawler.proxies import parse_proxy
 from crawlq.exceptions import ConfigurationError
 from crawlq.limits import Limits
 from crawlq.payload import MAX_COUNT, check_count, check_seconds
@@ -31,6 +39,21 @@ CONFIG_META_KEY = "crawler"
 
 #: The queue of page jobs.
 PAGE_QUEUE = "crawl"
+
+
+#: Headers that carry credentials: never in a crawl's settings (see ``credentials``).
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})
+
+
+def _plain(value: Any) -> Any:
+    """Tuples (nested too) as lists, as they come back from JSON."""
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _host(url: str) -> str:
+    return (urllib.parse.urlsplit(url).hostname or "").rstrip(".")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +82,18 @@ class CrawlConfig:
     run on each page, ``crawlq.crawler.items``), ``sitemaps`` (sitemap, sitemap index or
     robots.txt URLs whose pages are crawled, ``crawlq.crawler.sitemaps``; with sitemaps
     the start URLs may be empty, and the sitemaps' own URLs anchor the scope).
+
+    Request options: ``headers`` ((name, value) pairs sent with every request),
+    ``cookies`` ((name, value) pairs) and the credential ``auth`` (basic, bearer or
+    cookie) read by each worker from the environment variable ``auth_env`` or the file
+    ``auth_file`` (see ``crawler.credentials``: the settings hold only where it is);
+    cookies and the credential go only to the hosts of the start URLs. ``contact`` (a
+    URL or an e-mail address) is added to the User-Agent as ``(+URL)``.
+
+    Proxy (see ``crawler.proxies``): ``proxy`` (a URL without credentials: the settings
+    are not secret), ``proxy_env`` (the name of an environment variable that holds the
+    proxy URL, credentials allowed, read by each worker), or ``proxy_from_env`` (each
+    worker's HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY); at most one of them.
     """
 
     start_urls: tuple[str, ...]
@@ -87,7 +122,17 @@ class CrawlConfig:
     parse: str | None = None
     sitemaps: tuple[str, ...] = ()
     _extractor: Extractor | None = field(init=False, repr=False, compare=False)
-    # --
+    # -- request options: headers, cookies, auth, contact --
+    headers: tuple[tuple[str, str], ...] = ()
+    cookies: tuple[tuple[str, str], ...] = ()
+    auth: AuthType | None = None
+    auth_env: str | None = None
+    auth_file: str | None = None
+    contact: str | None = None
+    proxy: str | None = None
+    proxy_env: str | None = None
+    proxy_from_env: bool = False
+    # -- end of request options --
     _scope: Scope = field(init=False, repr=False, compare=False)
     _fetch: FetchSettings = field(init=False, repr=False, compare=False)
 
@@ -115,6 +160,7 @@ class CrawlConfig:
         if self.warc is not None and (not isinstance(self.warc, str) or not self.warc):
             raise ConfigurationError(f"warc must be a file name, not {self.warc!r}")
         self._check_data_options()
+        self._check_request_options()
         scope = Scope(
             start_urls=self.start_urls or self.sitemaps,
             mode=self.scope,
@@ -123,13 +169,15 @@ class CrawlConfig:
             max_depth=self.max_depth,
         )
         fetch = FetchSettings(
-            user_agent=self.user_agent,
+            user_agent=self.full_user_agent,
             deadline=check_seconds("timeout", self.timeout),
             max_body_bytes=self.max_bytes,
             max_decoded_bytes=self.max_decoded_bytes,
             max_redirects=self.max_redirects,
             http2=self.http2,
             policy=AddressPolicy(allow_private=self.allow_private, allow=self.allow_hosts),
+            extra_headers=self.headers,
+            credential_hosts=frozenset(_host(url) for url in self.start_urls),
         )
         object.__setattr__(self, "_scope", scope)
         object.__setattr__(self, "_fetch", fetch)
@@ -163,10 +211,108 @@ class CrawlConfig:
         """The ``Scope`` that decides which links are followed."""
         return self._scope
 
+    def _check_request_options(self) -> None:
+        for name in ("headers", "cookies"):
+            pairs = getattr(self, name)
+            if isinstance(pairs, str) or not all(
+                isinstance(p, list | tuple) and len(p) == 2 and all(isinstance(x, str) for x in p)
+                for p in pairs
+            ):
+                raise ConfigurationError(f"{name} must be a list of (name, value) pairs")
+            object.__setattr__(self, name, tuple((str(n), str(v)) for n, v in pairs))
+        for header, _ in self.headers:
+            if header.lower() in _SECRET_HEADERS:
+                raise ConfigurationError(
+                    f"--header {header}: credentials are never kept in a crawl's settings; "
+                    "use --auth basic|bearer|cookie with --auth-env NAME or --auth-file PATH "
+                    "(and --cookie NAME=VALUE for cookies that are not secret)"
+                )
+        cookie_header(self.cookies)  # checks them
+        if self.auth is not None:
+            Credential(self.auth, self.auth_env, self.auth_file)
+        elif self.auth_env is not None or self.auth_file is not None:
+            raise ConfigurationError(
+                "--auth-env and --auth-file need --auth basic, bearer or cookie"
+            )
+        self._check_proxy()
+        if self.contact is not None:
+            if not isinstance(self.contact, str) or not self.contact.strip():
+                raise ConfigurationError(
+                    f"contact must be a URL or an e-mail address, not {self.contact!r}"
+                )
+            if any(c in self.contact for c in "()") or any(c.isspace() for c in self.contact):
+                raise ConfigurationError(
+                    f"--contact {self.contact!r}: give a URL or an e-mail address without "
+                    "spaces or parentheses"
+                )
+
+    def _check_proxy(self) -> None:
+        if not isinstance(self.proxy_from_env, bool):
+            raise ConfigurationError("proxy_from_env must be true or false")
+        given = [self.proxy is not None, self.proxy_env is not None, self.proxy_from_env]
+        if sum(given) > 1:
+            raise ConfigurationError(
+                "give one of --proxy URL, --proxy-env NAME or --proxy-from-env, not several"
+            )
+        if self.proxy_env is not None:
+            check_env_name(self.proxy_env, "--proxy-env")
+        if self.proxy is not None:
+            if parse_proxy(self.proxy, "--proxy").auth is not None:
+                raise ConfigurationError(
+                    "--proxy: a proxy URL with credentials would be kept in the crawl's "
+                    "settings; put the whole URL in an environment variable and give "
+                    "--proxy-env NAME (each worker reads it)"
+                )
+
+    @property
+    def proxy_url(self) -> str | None:
+        """The proxy URL, with ``proxy_env`` read now (ConfigurationError naming the
+        variable when it is missing or not a proxy URL; never its value)."""
+        if self.proxy_env is None:
+            return self.proxy
+        url = read_env(self.proxy_env, "--proxy-env")
+        parse_proxy(url, f"the environment variable {self.proxy_env} (--proxy-env)")
+        return url
+
+    @property
+    def full_user_agent(self) -> str:
+        """The User-Agent sent: ``user_agent``, and ``(+contact)`` when there is one."""
+        if self.contact is None:
+            return self.user_agent
+        contact = self.contact
+        if "@" in contact and "://" not in contact and not contact.startswith("mailto:"):
+            contact = f"mailto:{contact}"
+        return f"{self.user_agent} (+{contact})"
+
+    @property
+    def credential(self) -> Credential | None:
+        """Where the crawl's credential is, None without one (nothing is read)."""
+        if self.auth is None:
+            return None
+        return Credential(self.auth, self.auth_env, self.auth_file)
+
     @property
     def fetch_settings(self) -> FetchSettings:
-        """The fetcher's settings (caps, deadline, address policy)."""
-        return self._fetch
+        """The fetcher's settings (caps, deadline, address policy, headers, proxy) with
+        the cookies, the credential and the proxy of ``proxy_env``, read now
+        (ConfigurationError naming where one is missing)."""
+        fetch = self._fetch
+        if self.proxy is not None or self.proxy_env is not None or self.proxy_from_env:
+            fetch = dataclasses.replace(
+                fetch, proxy=self.proxy_url, proxy_from_env=self.proxy_from_env
+            )
+        credential = self.credential
+        secret = credential.header() if credential is not None else None
+        extra = secret[1] if secret is not None and secret[0] == "Cookie" else None
+        pairs: list[tuple[str, str]] = []
+        if secret is not None and secret[0] != "Cookie":
+            pairs.append(secret)
+        cookies = cookie_header(self.cookies, extra)
+        if cookies is not None:
+            pairs.append(("Cookie", cookies))
+        if not pairs:
+            return fetch
+        return dataclasses.replace(fetch, credentials=tuple(pairs))
 
     @property
     def limits(self) -> Limits:
@@ -182,8 +328,7 @@ class CrawlConfig:
         data: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             if f.init:
-                value = getattr(self, f.name)
-                data[f.name] = list(value) if isinstance(value, tuple) else value
+                data[f.name] = _plain(getattr(self, f.name))
         return {CONFIG_META_KEY: data}
 
     @classmethod

@@ -41,8 +41,10 @@ robust:
   checked under this fetcher's one policy, so reusing them never reaches an address the
   policy refuses; a later DNS answer (rebinding) is checked again before any new
   connection;
-* the client ignores proxy environment variables (``trust_env=False``): a proxy would
-  resolve the host itself.
+* the client ignores proxy environment variables (``trust_env=False``); a proxy is used
+  only when the settings name one (``proxy``, or ``proxy_from_env``), through a pool of
+  its own that connects to the proxy alone, after the target's host was checked here
+  like any other (``crawler.proxies`` says what that does and does not cover).
 
 ``bytes`` counts the final response's body as received (after transfer decoding, before
 content decoding); ``redirects`` lists the URLs whose redirect was followed, in order;
@@ -54,6 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http
 import importlib.util
 import time
 import urllib.parse
@@ -68,7 +71,6 @@ import brotli  # type: ignore[import-untyped]
 import httpcore
 import httpx
 
-from crawlq import __version__
 from crawlq.crawler.addresses import (
     AddressPolicy,
     IPAddress,
@@ -76,8 +78,18 @@ from crawlq.crawler.addresses import (
     parse_host,
     resolve_checked,
 )
+from crawlq.crawler.proxies import (
+    Proxy,
+    RestrictedBackend,
+    bypassed,
+    closing_failed_connects,
+    environment_proxies,
+    parse_proxy,
+    proxy_pool,
+)
 from crawlq.exceptions import AddressRefused, ConfigurationError
 from crawlq.payload import check_count, check_seconds
+from crawlq.version import __version__
 
 __all__ = ["DEFAULT_USER_AGENT", "FetchResult", "FetchSettings", "Fetcher"]
 
@@ -98,6 +110,9 @@ _RESERVED_HEADERS = frozenset(
         "connection",
         "te",
         "upgrade",
+        "authorization",
+        "proxy-authorization",
+        "cookie",
     }
 )
 
@@ -117,7 +132,16 @@ class FetchSettings:
     as received, ``max_decoded_bytes`` after gzip/deflate/br decoding. ``extra_headers``
     are (name, value) pairs (a mapping is accepted too), checked for CR/LF and control
     characters; Host, User-Agent, Accept-Encoding and framing headers are set by the
-    fetcher and refused here. ``http2`` needs the ``h2`` package.
+    fetcher and refused here, and so are Authorization, Proxy-Authorization and Cookie:
+    they go in ``credentials``. ``http2`` needs the ``h2`` package.
+
+    ``credentials`` are (name, value) headers (Authorization, Cookie) sent only to the
+    hosts named in ``credential_hosts`` (host names, any port or scheme), on every hop,
+    and dropped on a redirect to any other host; they are left out of ``repr``.
+
+    ``proxy`` (a URL, credentials allowed, left out of ``repr``) sends every request
+    through that proxy; ``proxy_from_env`` takes each URL's proxy from the environment
+    (see ``crawler.proxies``, which also says how the address guard works with one).
     """
 
     user_agent: str = DEFAULT_USER_AGENT
@@ -131,6 +155,10 @@ class FetchSettings:
     extra_headers: tuple[tuple[str, str], ...] = ()
     http2: bool = False
     policy: AddressPolicy = field(default_factory=AddressPolicy)
+    credentials: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    credential_hosts: frozenset[str] = frozenset()
+    proxy: str | None = field(default=None, repr=False)
+    proxy_from_env: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.user_agent, str) or not self.user_agent.strip():
@@ -147,30 +175,53 @@ class FetchSettings:
         check_count("max_redirects", self.max_redirects, 0)
         check_count("max_connections", self.max_connections, 1)
         check_count("max_keepalive_connections", self.max_keepalive_connections, 0)
-        raw: object = self.extra_headers
-        pairs: Iterable[object]
-        if isinstance(raw, Mapping):
-            pairs = list(raw.items())
-        elif isinstance(raw, str | bytes) or not isinstance(raw, Iterable):
-            raise ConfigurationError(f"extra_headers must be (name, value) pairs, not {raw!r}")
-        else:
-            pairs = list(raw)
-        headers: list[tuple[str, str]] = []
-        for pair in pairs:
-            if not isinstance(pair, tuple) or len(pair) != 2:
-                raise ConfigurationError(f"extra header {pair!r} is not a (name, value) pair")
-            name, value = pair
-            check_header_value(name, value)
+        headers = _header_pairs("extra_headers", self.extra_headers)
+        for name, _ in headers:
             if name.lower() in _RESERVED_HEADERS:
                 raise ConfigurationError(f"header {name!r} is set by the fetcher, not by settings")
-            headers.append((name, value))
-        object.__setattr__(self, "extra_headers", tuple(headers))
+        object.__setattr__(self, "extra_headers", headers)
+        object.__setattr__(
+            self, "credentials", _header_pairs("credentials", self.credentials, secret=True)
+        )
+        hosts = self.credential_hosts
+        if isinstance(hosts, str) or not all(isinstance(h, str) for h in hosts):
+            raise ConfigurationError(f"credential_hosts must be host names, not {hosts!r}")
+        object.__setattr__(self, "credential_hosts", frozenset(h.lower() for h in hosts))
+        if not isinstance(self.proxy_from_env, bool):
+            raise ConfigurationError(
+                f"proxy_from_env must be True or False, not {self.proxy_from_env!r}"
+            )
+        if self.proxy is not None:
+            parse_proxy(self.proxy)  # checks it
+            if self.proxy_from_env:
+                raise ConfigurationError("give a proxy or proxy_from_env=True, not both")
         if not isinstance(self.http2, bool):
             raise ConfigurationError(f"http2 must be True or False, not {self.http2!r}")
         if self.http2 and importlib.util.find_spec("h2") is None:
             raise ConfigurationError("http2=True needs the h2 package: pip install 'crawlq[http2]'")
         if not isinstance(self.policy, AddressPolicy):
             raise ConfigurationError(f"policy must be an AddressPolicy, not {self.policy!r}")
+
+
+def _header_pairs(what: str, raw: object, *, secret: bool = False) -> tuple[tuple[str, str], ...]:
+    """Checked (name, value) pairs from pairs or a mapping; a secret value is never shown."""
+    pairs: Iterable[object]
+    if isinstance(raw, Mapping):
+        pairs = list(raw.items())
+    elif isinstance(raw, str | bytes) or not isinstance(raw, Iterable):
+        shown = "a string" if secret else repr(raw)
+        raise ConfigurationError(f"{what} must be (name, value) pairs, not {shown}")
+    else:
+        pairs = list(raw)
+    headers: list[tuple[str, str]] = []
+    for pair in pairs:
+        if not isinstance(pair, tuple) or len(pair) != 2:
+            shown = "an item" if secret else repr(pair)
+            raise ConfigurationError(f"{what}: {shown} is not a (name, value) pair")
+        name, value = pair
+        check_header_value(name, value)
+        headers.append((name, value))
+    return tuple(headers)
 
 
 @dataclass(frozen=True)
@@ -183,6 +234,9 @@ class FetchResult:
     ``body`` is decoded; ``truncated`` says a cap stopped it (``error`` names the cap).
     ``bytes`` is the body as received; ``redirects`` the URLs whose redirect was
     followed; ``elapsed_ms`` covers the whole fetch. The body is left out of ``repr``.
+    ``reason`` and ``http_version`` are the last response's status line (the server's
+    reason phrase, or the standard one when it sent none); ``request_headers`` are the
+    headers of the last request sent, without ``credentials`` (for the WARC).
     """
 
     url: str
@@ -196,16 +250,16 @@ class FetchResult:
     redirects: list[str] = field(default_factory=list)
     bytes: int = 0
     error: str | None = None
+    reason: str = ""
+    http_version: str = "HTTP/1.1"
+    request_headers: tuple[tuple[str, str], ...] = ()
 
 
 # --- pinned connections ------------------------------------------------------------------
 
 
-class _PinnedBackend(httpcore.AsyncNetworkBackend):
+class _PinnedBackend(RestrictedBackend):
     """Connects only to the checked addresses pinned for (host, port) in this context."""
-
-    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
-        self._inner = inner
 
     async def connect_tcp(
         self,
@@ -236,17 +290,6 @@ class _PinnedBackend(httpcore.AsyncNetworkBackend):
         assert failure is not None
         raise failure
 
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("refused: the fetcher does not use Unix sockets")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
 
 _ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
     (httpcore.ConnectTimeout, httpx.ConnectTimeout),
@@ -262,6 +305,7 @@ _ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
     (httpcore.LocalProtocolError, httpx.LocalProtocolError),
     (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
     (httpcore.ProtocolError, httpx.ProtocolError),
+    (httpcore.ProxyError, httpx.ProxyError),
 )
 
 
@@ -292,18 +336,37 @@ class _ResponseStream(httpx.AsyncByteStream):
             await close()
 
 
-class _PinnedTransport(httpx.AsyncBaseTransport):
-    """httpx transport over an httpcore pool whose network backend is ``_PinnedBackend``."""
+class _PoolTransport(httpx.AsyncBaseTransport):
+    """httpx transport over an httpcore pool: the direct one (``_pinned``), whose network
+    backend is ``_PinnedBackend``, or a proxy's (``proxies.proxy_pool``)."""
 
-    def __init__(self, settings: FetchSettings) -> None:
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
-            max_connections=settings.max_connections,
-            max_keepalive_connections=settings.max_keepalive_connections,
-            keepalive_expiry=5.0,
-            http1=True,
-            http2=settings.http2,
-            network_backend=_PinnedBackend(httpcore.AnyIOBackend()),
+    def __init__(self, pool: httpcore.AsyncConnectionPool) -> None:
+        self._pool = pool
+
+    @classmethod
+    def pinned(cls, settings: FetchSettings) -> _PoolTransport:
+        return cls(
+            httpcore.AsyncConnectionPool(
+                ssl_context=httpx.create_ssl_context(),
+                max_connections=settings.max_connections,
+                max_keepalive_connections=settings.max_keepalive_connections,
+                keepalive_expiry=5.0,
+                http1=True,
+                http2=settings.http2,
+                network_backend=_PinnedBackend(httpcore.AnyIOBackend()),
+            )
+        )
+
+    @classmethod
+    def through(cls, proxy: Proxy, settings: FetchSettings) -> _PoolTransport:
+        return cls(
+            proxy_pool(
+                proxy,
+                ssl_context=httpx.create_ssl_context(),
+                max_connections=settings.max_connections,
+                max_keepalive_connections=settings.max_keepalive_connections,
+                http2=settings.http2,
+            )
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -320,7 +383,8 @@ class _PinnedTransport(httpx.AsyncBaseTransport):
             extensions=request.extensions,
         )
         with _httpx_errors():
-            response = await self._pool.handle_async_request(core_request)
+            async with closing_failed_connects():
+                response = await self._pool.handle_async_request(core_request)
         assert isinstance(response.stream, AsyncIterable)
         return httpx.Response(
             status_code=response.status,
@@ -423,6 +487,9 @@ class _State:
     redirects: list[str] = field(default_factory=list)
     wire: int = 0
     error: str | None = None
+    reason: str = ""
+    http_version: str = "HTTP/1.1"
+    request_headers: tuple[tuple[str, str], ...] = ()
 
 
 def _headers(response: httpx.Response) -> dict[str, str]:
@@ -431,6 +498,14 @@ def _headers(response: httpx.Response) -> dict[str, str]:
         key = name.lower()
         merged[key] = f"{merged[key]}, {value}" if key in merged else value
     return merged
+
+
+def _phrase(status: int) -> str:
+    """The standard reason phrase of ``status`` ("Unknown" for a code without one)."""
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Unknown"
 
 
 def _describe(exc: BaseException) -> str:
@@ -462,7 +537,13 @@ class Fetcher:
     def __init__(self, settings: FetchSettings | None = None) -> None:
         self.settings = settings or FetchSettings()
         encodings = "gzip, deflate, br" if _BROTLI_BOUNDED else "gzip, deflate"
-        self._transport = _PinnedTransport(self.settings)
+        self._transport = _PoolTransport.pinned(self.settings)
+        self._proxy = None if self.settings.proxy is None else parse_proxy(self.settings.proxy)
+        self._env_proxies: dict[str, Proxy] = {}
+        self._no_proxy = ""
+        if self.settings.proxy_from_env:
+            self._env_proxies, self._no_proxy = environment_proxies()
+        self._proxied: dict[Proxy, _PoolTransport] = {}
         self._client = httpx.AsyncClient(
             transport=self._transport,
             follow_redirects=False,
@@ -486,10 +567,30 @@ class Fetcher:
         traceback: TracebackType | None,
     ) -> None:
         await self._client.__aexit__(exc_type, exc, traceback)
+        await self._close_proxied()
 
     async def aclose(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pools."""
         await self._client.aclose()
+        await self._close_proxied()
+
+    async def _close_proxied(self) -> None:
+        proxied, self._proxied = list(self._proxied.values()), {}
+        for transport in proxied:
+            await transport.aclose()
+
+    def _route(self, url: httpx.URL) -> tuple[_PoolTransport, Proxy | None]:
+        """The transport for ``url``: through its proxy, if it has one, else direct."""
+        proxy = self._proxy
+        if proxy is None and self._env_proxies:
+            if not bypassed(url.host, self._no_proxy):
+                proxy = self._env_proxies.get(url.scheme) or self._env_proxies.get("all")
+        if proxy is None:
+            return self._transport, None
+        transport = self._proxied.get(proxy)
+        if transport is None:
+            transport = self._proxied[proxy] = _PoolTransport.through(proxy, self.settings)
+        return transport, proxy
 
     async def fetch(self, url: str) -> FetchResult:
         """GET ``url`` under the settings' rules; network and page failures set ``error``."""
@@ -515,6 +616,9 @@ class Fetcher:
             redirects=state.redirects,
             bytes=state.wire,
             error=state.error,
+            reason=state.reason,
+            http_version=state.http_version,
+            request_headers=state.request_headers,
         )
 
     async def _check(self, url: httpx.URL) -> str | None:
@@ -565,10 +669,13 @@ class Fetcher:
                 return
             state.final_url = str(current)
             state.status, state.headers, state.content_type = None, {}, None
+            transport, proxy = self._route(current)
             try:
-                location = await self._request(current, state)
+                location = await self._request(transport, current, state)
             except httpx.HTTPError as exc:
                 state.error = _describe(exc)
+                if proxy is not None:
+                    state.error = f"{state.error} (through the proxy {proxy.display})"
                 return
             if location is None:
                 return
@@ -590,15 +697,29 @@ class Fetcher:
             state.redirects.append(str(current))
             current = target
 
-    async def _request(self, url: httpx.URL, state: _State) -> str | None:
+    async def _request(
+        self, transport: _PoolTransport, url: httpx.URL, state: _State
+    ) -> str | None:
         """Send one GET; read the body into ``state``; the Location to follow, if any."""
-        request = self._client.build_request("GET", url)
+        settings = self.settings
+        secret = settings.credentials and url.host.lower().rstrip(".") in settings.credential_hosts
+        request = self._client.build_request(
+            "GET", url, headers=settings.credentials if secret else None
+        )
         # The transport, not client.send: httpx builds a redirect request for every 3xx
         # even with follow_redirects=False, and raises InvalidURL on odd Locations.
-        response = await self._transport.handle_async_request(request)
+        response = await transport.handle_async_request(request)
         response.request = request
+        secrets = {name.lower() for name, _ in settings.credentials} if secret else set()
+        state.request_headers = tuple(
+            (name, value)
+            for name, value in request.headers.multi_items()
+            if name.lower() not in secrets
+        )
         try:
             state.status = response.status_code
+            state.reason = response.reason_phrase or _phrase(response.status_code)
+            state.http_version = response.http_version
             state.headers = _headers(response)
             media = state.headers.get("content-type", "").split(";")[0].strip().lower()
             state.content_type = media or None

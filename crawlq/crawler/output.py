@@ -1,12 +1,16 @@
 """Where page records and bodies go: JSON Lines files and WARC files.
 
 ``JsonLines`` appends records to a file (or stdout) one per line, flushed per batch.
-``WarcFile`` appends one gzip-compressed WARC ``response`` record per page with warcio;
-each record is a gzip member of its own, so a file cut short by a crash loses at most the
-record being written, and several writers never interleave inside a record (one lock per
-process, append mode). Bodies are stored decoded: ``Content-Encoding`` and
-``Transfer-Encoding`` are left out of the stored headers and ``Content-Length`` is the
-decoded length, so any WARC reader replays what the crawler parsed.
+``WarcFile`` writes WARC 1.1 with warcio: a ``warcinfo`` record each time a process opens
+the file (software, crawl, host, User-Agent, robots policy, operator), then per page a
+``request`` record (the GET as sent, without the crawl's credentials) and its
+``response`` record (the server's status line and reason phrase), linked by
+``WARC-Concurrent-To``, both naming the warcinfo in ``WARC-Warcinfo-ID``. Each record is
+a gzip member of its own, so a file cut short by a crash loses at most the record being
+written, and several writers never interleave inside a record (one lock per process,
+append mode). Bodies are stored decoded: ``Content-Encoding`` and ``Transfer-Encoding``
+are left out of the stored headers and ``Content-Length`` is the decoded length, so any
+WARC reader replays what the crawler parsed. ``warcio check`` validates the files.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import os
 import socket
 import sys
 import threading
-from collections.abc import Iterable
+import urllib.parse
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -25,10 +30,12 @@ from warcio.warcwriter import WARCWriter  # type: ignore[import-untyped]
 
 from crawlq.crawler.fetch import FetchResult
 from crawlq.exceptions import ConfigurationError
+from crawlq.version import __version__
 
 __all__ = ["JsonLines", "WarcFile", "check_writable", "worker_warc_path"]
 
 _DROPPED = frozenset({"content-encoding", "transfer-encoding", "content-length"})
+_WARC_1_1 = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
 
 
 def check_writable(path: str, what: str) -> None:
@@ -127,10 +134,13 @@ def worker_warc_path(path: str) -> str:
 
 
 class WarcFile:
-    """Appends WARC response records (gzip) to one file; thread-safe. ``make_dirs``
-    creates its directory (for a worker on another machine, ``worker_warc_path``)."""
+    """Appends WARC records (gzip) to one file; thread-safe. ``make_dirs`` creates its
+    directory (for a worker on another machine, ``worker_warc_path``). ``info`` are the
+    fields of the ``warcinfo`` record written first (empty values are left out)."""
 
-    def __init__(self, path: str, *, make_dirs: bool = False) -> None:
+    def __init__(
+        self, path: str, *, make_dirs: bool = False, info: Mapping[str, str | None] | None = None
+    ) -> None:
         self.path = path
         self._lock = threading.Lock()
         try:
@@ -139,24 +149,49 @@ class WarcFile:
             self._stream: IO[bytes] = open(path, "ab")
         except OSError as exc:
             raise ConfigurationError(f"cannot write the WARC file {path!r}: {exc}") from None
-        self._writer: Any = WARCWriter(self._stream, gzip=True)
+        self._writer: Any = WARCWriter(self._stream, gzip=True, warc_version="1.1")
+        fields = {"software": f"crawlq/{__version__} (warcio)", "hostname": socket.gethostname()}
+        fields.update({k: v for k, v in (info or {}).items() if v})
+        fields.setdefault("format", "WARC File Format 1.1")
+        fields.setdefault("conformsTo", _WARC_1_1)
+        warcinfo = self._writer.create_warcinfo_record(Path(path).name, fields)
+        self._info_id: str = warcinfo.rec_headers.get_header("WARC-Record-ID")
+        with self._lock:
+            self._writer.write_record(warcinfo)
+            self._stream.flush()
 
     def write(self, result: FetchResult) -> None:
-        """One response record for a fetch that got a response."""
+        """A request and a response record for a fetch that got a response."""
         if result.status is None:
             return
+        link = {"WARC-Warcinfo-ID": self._info_id}
         headers = [(k, v) for k, v in result.headers.items() if k not in _DROPPED]
         headers.append(("content-length", str(len(result.body))))
-        http_headers = StatusAndHeaders(f"{result.status} -", headers, protocol="HTTP/1.1")
-        record = self._writer.create_warc_record(
+        status = f"{result.status} {result.reason}".rstrip()
+        http_headers = StatusAndHeaders(status, headers, protocol=result.http_version)
+        response = self._writer.create_warc_record(
             result.final_url,
             "response",
             payload=io.BytesIO(result.body),
             length=len(result.body),
             http_headers=http_headers,
+            warc_headers_dict=dict(link),
+        )
+        parts = urllib.parse.urlsplit(result.final_url)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        request_line = f"GET {target} {result.http_version}"
+        request = self._writer.create_warc_record(
+            result.final_url,
+            "request",
+            payload=io.BytesIO(b""),
+            length=0,
+            http_headers=StatusAndHeaders(
+                request_line, list(result.request_headers), is_http_request=True
+            ),
+            warc_headers_dict=dict(link),
         )
         with self._lock:
-            self._writer.write_record(record)
+            self._writer.write_request_response_pair(request, response)
             self._stream.flush()
 
     def close(self) -> None:

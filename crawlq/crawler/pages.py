@@ -66,10 +66,10 @@ from crawlq.crawler.links import extract_links, is_html, page_title, parse_html
 from crawlq.crawler.output import WarcFile, worker_warc_path
 from crawlq.crawler.records import ROBOTS_DISALLOWED, page_record, record_text
 from crawlq.crawler.sitemaps import MAX_LEVEL, read_sitemap
-from crawlq.exceptions import Discard, Retry, Snooze
+from crawlq.exceptions import ConfigurationError, Discard, Retry, Snooze
 from crawlq.fingerprint import canonical_url, fingerprint
-from crawlq.jobs import JobSpec, JobState
-from crawlq.stores.base import CrawlerStorage, CrawlStore, JobFilter
+from crawlq.jobs import JobSpec
+from crawlq.stores.base import CrawlerStorage, CrawlStore
 from crawlq.worker.loops import at_loop_close
 
 if TYPE_CHECKING:
@@ -169,7 +169,13 @@ class _State:
         path = own or worker_warc_path(config.warc)
         writer = self.warcs.get(path)
         if writer is None:
-            writer = self.warcs[path] = WarcFile(path, make_dirs=own is None)
+            info = {
+                "isPartOf": f"crawlq crawl {crawl_id}",
+                "http-header-user-agent": config.full_user_agent,
+                "robots": "obey" if config.obey_robots else "ignore",
+                "operator": config.contact,
+            }
+            writer = self.warcs[path] = WarcFile(path, make_dirs=own is None, info=info)
 
             async def close() -> None:
                 self.warcs.pop(path, None)
@@ -240,7 +246,6 @@ async def crawl_page(
     cap = None if config.max_pages is None else _Cap(app, crawl_id, config.max_pages)
     if cap is not None and not await cap.may_start():
         return None
-    fetcher = state.fetcher(config)
     last = ctx.attempt >= config.max_attempts
 
     async def keep(record: dict[str, Any]) -> None:
@@ -256,6 +261,13 @@ async def crawl_page(
         if cap is not None:
             await cap.room()
         raise Discard(reason)
+
+    try:
+        fetcher = state.fetcher(config)
+    except ConfigurationError as exc:  # the crawl's credential is missing on this worker
+        if not last:
+            raise Retry(_backoff(ctx.attempt), reason=str(exc)) from None
+        await give_up(page_record(url, depth=depth, referrer=referrer, error=str(exc)), str(exc))
 
     if config.obey_robots:
         try:
@@ -504,19 +516,9 @@ class _Cap:
 
 
 def drop_pending(app: App, crawl_id: int) -> int:
-    """Cancel every pending page job of the crawl, in batches; how many were cancelled.
-    Cancelling the last live jobs finishes the crawl (once, with its ``on_finish``)."""
-    dropped = 0
-    after = 0
-    while True:
-        where = JobFilter(queue=PAGE_QUEUE, state=JobState.PENDING, limit=1000, after_id=after)
-        batch = app.store.job_list(where)
-        if not batch:
-            return dropped
-        after = batch[-1].id
-        ids = [job.id for job in batch if job.crawl_id == crawl_id]
-        if ids:
-            dropped += len(app.store.job_cancel(ids))
+    """Cancel every pending page of the crawl in one store operation; how many. With
+    nothing left running the crawl finishes at once (once, with its ``on_finish``)."""
+    return app.store.crawl_drop_pending(crawl_id)
 
 
 def page_spec(app: App, url: str) -> JobSpec:

@@ -59,7 +59,12 @@ EXIT_CANCELLED = 1
 EXIT_NOTHING_FETCHED = 3
 EXIT_INTERRUPTED = 130
 
-_POLL = 0.25
+_POLL = 0.05
+"""Seconds between two looks at the crawl and its new records (a finished crawl is seen
+within this)."""
+_WORKER_POLL = 0.1
+"""The worker's longest idle wait: it also bounds how long stopping it takes once the
+crawl is finished (``crawlq worker`` waits up to 1 s)."""
 _PAGE = 1000
 
 
@@ -195,6 +200,7 @@ class CrawlRunner:
                 concurrency=self.concurrency,
                 runtime="asyncio",
                 shutdown_grace=10.0,
+                poll_timeout=_WORKER_POLL,
             ),
         )
         thread = threading.Thread(target=worker.run, name="crawlq-crawl-worker", daemon=True)

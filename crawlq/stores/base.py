@@ -389,6 +389,20 @@ class CrawlStore(Protocol):
         pending jobs are cancelled; its running jobs run on, and their completion adds no
         child. True if it was open, else False and nothing changes."""
 
+    def crawl_drop_pending(self, crawl_id: int, *, now: Timestamp | None = None) -> int:
+        """Cancel every pending job of an open crawl (held ones too) in one store
+        operation; running jobs run on. The crawl stays open and finishes, once and with
+        its ``on_finish``, when nothing of it is left running (at once if nothing is).
+        Returns how many were cancelled; 0 for a closed or unknown crawl."""
+
+    def crawl_delete(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
+        """Delete a crawl with its jobs (in every state: running ones are cancelled
+        first, so their outcome is refused like a lost lease), its results and its seen
+        set; no ``on_finish`` runs. Queue totals count the deleted jobs as gone; limit keys
+        are reconciled. True if the crawl existed, else False. One transaction on SQLite
+        and PostgreSQL; on Redis a few steps, the crawl's record last, so a call that
+        stopped half-way is completed by calling again."""
+
     def seen_add(
         self, crawl_id: int, fingerprints: Sequence[bytes], *, now: Timestamp | None = None
     ) -> list[bool]:

@@ -295,6 +295,14 @@ class CrawlGate(ABC):
         check_now(now)
         return self._crawl_cancel(crawl_id, now)
 
+    def crawl_drop_pending(self, crawl_id: int, *, now: Timestamp | None = None) -> int:
+        check_now(now)
+        return self._crawl_drop_pending(crawl_id, now)
+
+    def crawl_delete(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
+        check_now(now)
+        return self._crawl_delete(crawl_id, now)
+
     def seen_add(
         self, crawl_id: int, fingerprints: Sequence[bytes], *, now: Timestamp | None = None
     ) -> list[bool]:
@@ -346,6 +354,12 @@ class CrawlGate(ABC):
 
     @abstractmethod
     def _crawl_cancel(self, crawl_id: int, now: Timestamp | None) -> bool: ...
+
+    @abstractmethod
+    def _crawl_drop_pending(self, crawl_id: int, now: Timestamp | None) -> int: ...
+
+    @abstractmethod
+    def _crawl_delete(self, crawl_id: int, now: Timestamp | None) -> bool: ...
 
     @abstractmethod
     def _seen_add(

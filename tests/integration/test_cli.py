@@ -128,6 +128,7 @@ def test_help_names_every_command_and_the_env_vars(crawlq: Invoke) -> None:
         *("worker", "workers", "schedule", "stats", "jobs", "job", "dlq", "cancel", "prune"),
         "reschedule",
         *("crawls", "crawl-status", "crawl-pause", "crawl-resume", "crawl-cancel", "limit"),
+        "crawl-delete",
     ):
         assert f"  {word} " in result.stdout
     assert "CRAWLQ_STORE" in result.stdout and "CRAWLQ_APP" in result.stdout
@@ -153,6 +154,7 @@ def test_help_names_every_command_and_the_env_vars(crawlq: Invoke) -> None:
         (["crawl-pause"], ["ID"]),
         (["crawl-resume"], ["ID"]),
         (["crawl-cancel"], ["ID"]),
+        (["crawl-delete"], ["ID", "--force"]),
         (["limit", "set"], ["KEY...", "--max-running", "--min-interval"]),
         (["limit", "default"], ["QUEUE", "--remove"]),
         (["limit", "block"], ["--for"]),

@@ -11,7 +11,7 @@ import crawlq
 PACKAGE = Path(crawlq.__file__).parent
 
 LAYERS: list[set[str]] = [
-    {"types"},
+    {"types", "version"},
     {"exceptions"},
     {"payload", "jobs"},
     {"config", "fingerprint", "limits", "retry", "hooks", "setups"},
@@ -39,7 +39,6 @@ KNOWN_UPWARD = {
     "Job (a type-checking import only)",
     ("schedules.py", "app"): "app.schedules works for the App that owns it (a "
     "type-checking import only)",
-    ("crawler/fetch.py", "__init__"): "the User-Agent's crawlq.__version__",
     ("web/api.py", "cli"): "the web API gives jobs, crawls and workers as the CLI's --json",
 }
 """Imports that still point up or sideways, each with why; none may be added."""

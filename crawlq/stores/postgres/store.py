@@ -35,6 +35,7 @@ from crawlq.jobs import Job
 from crawlq.stores.base import Capabilities
 from crawlq.stores.postgres.connections import Connections
 from crawlq.stores.postgres.core import Conn, PostgresSettings, Q, translate
+from crawlq.stores.postgres.crawl_delete import CrawlDeleteMixin
 from crawlq.stores.postgres.crawls import PostgresCrawls
 from crawlq.stores.postgres.finished import wait_finished
 from crawlq.stores.postgres.jobs import PostgresJobs
@@ -52,7 +53,13 @@ def _known_migrations() -> dict[int, Traversable]:
 
 
 class PostgresStore(
-    PostgresPeriodic, PostgresJobs, PostgresQueues, PostgresWorkers, PostgresCrawls, PostgresStorage
+    CrawlDeleteMixin,
+    PostgresPeriodic,
+    PostgresJobs,
+    PostgresQueues,
+    PostgresWorkers,
+    PostgresCrawls,
+    PostgresStorage,
 ):
     """The shared store. Thread-safe: each call borrows a pooled connection.
 

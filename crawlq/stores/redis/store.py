@@ -38,6 +38,7 @@ except ImportError as exc:  # pragma: no cover - depends on what is installed
     ) from exc
 
 from crawlq.stores.redis.core import RedisSettings, translate
+from crawlq.stores.redis.crawl_delete import CrawlDeleteMixin
 from crawlq.stores.redis.crawls import RedisCrawls
 from crawlq.stores.redis.finished import wait_finished
 from crawlq.stores.redis.jobs import RedisJobs
@@ -78,7 +79,14 @@ SCRIPTS = tuple(SOURCES)
 
 
 class RedisStore(
-    RedisPeriodic, RedisJobs, RedisQueues, RedisWaiting, RedisWorkers, RedisCrawls, RedisStorage
+    CrawlDeleteMixin,
+    RedisPeriodic,
+    RedisJobs,
+    RedisQueues,
+    RedisWaiting,
+    RedisWorkers,
+    RedisCrawls,
+    RedisStorage,
 ):
     """The Redis store. Thread-safe: each call borrows a pooled connection.
 

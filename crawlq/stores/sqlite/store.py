@@ -24,6 +24,7 @@ from crawlq.stores import states
 from crawlq.stores._sqlfile import split_statements
 from crawlq.stores.base import Capabilities
 from crawlq.stores.sqlite.core import Q, SQLiteSettings, is_busy
+from crawlq.stores.sqlite.crawl_delete import CrawlDeleteMixin
 from crawlq.stores.sqlite.crawls import SQLiteCrawls
 from crawlq.stores.sqlite.finished import wait_finished
 from crawlq.stores.sqlite.jobs import SQLiteJobs
@@ -62,7 +63,13 @@ def _unopenable(path: str, exc: sqlite3.Error) -> ConfigurationError:
 
 
 class SQLiteStore(
-    SQLitePeriodic, SQLiteJobs, SQLiteQueues, SQLiteWorkers, SQLiteCrawls, SQLiteStorage
+    CrawlDeleteMixin,
+    SQLitePeriodic,
+    SQLiteJobs,
+    SQLiteQueues,
+    SQLiteWorkers,
+    SQLiteCrawls,
+    SQLiteStorage,
 ):
     """The embedded store. Thread-safe: calls from many threads are serialised.
 

@@ -14,9 +14,6 @@ local crawl = crawl_transition({running = true, paused = true}, 'cancelled',
 if not crawl then
   return 0
 end
-for _, id in ipairs(crawl_pending_ids(crawl)) do
-  finish(load(id), 'cancelled', now, {})
-end
-redis.call('DEL', K.crawl_pending(crawl))
+cancel_crawl_jobs(crawl, now)
 commit(now)
 return 1

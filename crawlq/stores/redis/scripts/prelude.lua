@@ -821,6 +821,26 @@ local function finish(job, state, now, fields)
   end
 end
 
+-- Cancel the pending jobs of a crawl (its {p}:cpend set, held ones too) and the jobs of
+-- `more` ids that are still live, in id order; the set is emptied. Returns how many.
+local function cancel_crawl_jobs(crawl, now, more)
+  local ids = redis.call('SMEMBERS', K.crawl_pending(crawl))
+  for _, id in ipairs(more or {}) do
+    ids[#ids + 1] = id
+  end
+  table.sort(ids, by_id)
+  local cancelled = 0
+  for _, id in ipairs(ids) do
+    local job = load(id)
+    if job and (job.state == 'pending' or job.state == 'running') then
+      finish(job, 'cancelled', now, {})
+      cancelled = cancelled + 1
+    end
+  end
+  redis.call('DEL', K.crawl_pending(crawl))
+  return cancelled
+end
+
 -- A running job taken back from its worker (lease expired, worker declared dead):
 -- pending again at its run_at if it has attempts left, else dead with `reason`.
 local function take_back(job, now, message, reason)
