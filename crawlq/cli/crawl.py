@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from crawlq.cli.common import open_app, target_options
-from crawlq.cli.params import duration, size
+from crawlq.cli.params import duration, duration_option, size
 from crawlq.config import MAX_CONCURRENCY, store_command
 from crawlq.crawler.config import CrawlConfig
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT
@@ -75,6 +75,29 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
     help="Seconds between two fetches from one host (robots.txt Crawl-delay wins if longer).",
 )
 @click.option(
+    "--autothrottle",
+    is_flag=True,
+    help="Adapt each host's interval to its response times and errors, on every worker "
+    "(--delay and Crawl-delay stay the minimum).",
+)
+@click.option(
+    "--autothrottle-target",
+    type=click.FloatRange(min=0, min_open=True, max=10_000),
+    default=_DEFAULTS.autothrottle_target,
+    show_default=True,
+    help="With --autothrottle: fetches in flight per host to aim at, on average.",
+)
+@duration_option(
+    "--autothrottle-start",
+    default=f"{_DEFAULTS.autothrottle_start:g}",
+    help="With --autothrottle: the interval a new host starts with.",
+)
+@duration_option(
+    "--autothrottle-max",
+    default=f"{_DEFAULTS.autothrottle_max:g}",
+    help="With --autothrottle: the longest interval it sets.",
+)
+@click.option(
     "--user-agent", default=DEFAULT_USER_AGENT, show_default=True, help="The User-Agent sent."
 )
 @click.option(
@@ -137,6 +160,10 @@ def crawl(
     processes: int,
     host_concurrency: int,
     delay: float,
+    autothrottle: bool,
+    autothrottle_target: float,
+    autothrottle_start: float,
+    autothrottle_max: float,
     user_agent: str,
     ignore_robots: bool,
     allow_private: bool,
@@ -154,8 +181,9 @@ def crawl(
 
     Runs on the store (default: the SQLite file crawlq.db here, nothing to set up) with
     the queue underneath: each page is a job, each URL is fetched once per crawl, robots.txt
-    is obeyed, and each host gets --host-concurrency fetches at a time, --delay apart, on
-    every worker together. One JSON object per page goes to --output (url, final_url,
+    is obeyed, and each host gets --host-concurrency fetches at a time, --delay apart (with
+    --autothrottle, as far apart as its response times and errors ask), on every worker
+    together. One JSON object per page goes to --output (url, final_url,
     status, content_type, title, depth, referrer, fetched_at, elapsed_ms, bytes, sha256,
     links_found, error) and stays in the store for `crawlq crawl-export ID`.
 
@@ -173,6 +201,7 @@ def crawl(
     Example:
       crawlq crawl https://example.com/ --max-pages 500 -o pages.jsonl
       crawlq crawl https://example.com/docs/ --scope prefix --delay 1
+      crawlq crawl https://example.com/ --autothrottle --autothrottle-max 30
       crawlq crawl https://example.com/ --store postgresql://db/crawl --detach
     """
     config = CrawlConfig(
@@ -185,6 +214,10 @@ def crawl(
         follow_nofollow=follow_nofollow,
         host_concurrency=host_concurrency,
         delay=delay,
+        autothrottle=autothrottle,
+        autothrottle_target=autothrottle_target,
+        autothrottle_start=autothrottle_start,
+        autothrottle_max=autothrottle_max,
         obey_robots=not ignore_robots,
         user_agent=user_agent,
         timeout=timeout,
