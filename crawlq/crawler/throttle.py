@@ -3,9 +3,9 @@ from its response times and error rate, for every worker at once.
 
 The interval lives where the fixed one does: the host's limit key in the store
 (``limit_set``), so the store spaces the host's fetches on every worker together and
-``crawlq limits`` shows it. Each process keeps, per host, a smoothed latency and a
-smoothed error rate from the pages it fetched (no store access per page), and from them
-the interval it thinks right. Scrapy's AutoThrottle idea: a server that needs
+``crawlq limit show`` shows it. Each process keeps, per host, a smoothed delay and error
+rate from the pages it fetched (no store access per page), and from them the interval it
+thinks right. Scrapy's AutoThrottle idea: a server that needs
 ``latency`` seconds per response gets one request every ``latency / target`` seconds, so
 about ``target`` are in flight on average::
 
@@ -22,10 +22,11 @@ about ``target`` are in flight on average::
   is never below it, even when it is above ``max_interval``.
 
 A process writes the interval to the store only when it differs by more than 10% from the
-value it last read or wrote there, at most once per host every 2 seconds; it reads the
-key's state just before (another worker may have written a close value already, and the
-key's ``max_running`` is kept). Fetches that reached no host (refused addresses, invalid
-URLs, DNS failures) are not samples.
+value it last read or wrote there, at most once per host every 2 seconds. It reads the
+key just before and starts again from the interval found there (``HostThrottle.rebase``:
+the samples of every worker moved it), folds the new sample in, and writes only if that
+still differs by more than 10%; the key's ``max_running`` is kept. Fetches that reached
+no host (refused addresses, invalid URLs, DNS failures) are not samples.
 """
 
 from __future__ import annotations
@@ -136,10 +137,28 @@ class HostThrottle:
 
     def fold(self, sample: Sample, settings: ThrottleSettings, floor: float) -> None:
         """Take one sample in."""
+        self._move(sample, settings, floor)
+        self.error_rate += _ERROR_WEIGHT * (float(sample.error) - self.error_rate)
+
+    def _move(self, sample: Sample, settings: ThrottleSettings, floor: float) -> None:
         wanted = sample.latency / settings.target
         if sample.ok or wanted > self.delay:
             self.delay = settings.bounded((self.delay + wanted) / 2, floor)
-        self.error_rate += _ERROR_WEIGHT * (float(sample.error) - self.error_rate)
+
+    def rebase(
+        self,
+        stored: float,
+        error_rate: float,
+        sample: Sample,
+        settings: ThrottleSettings,
+        floor: float,
+    ) -> None:
+        """Start again from the interval the store holds, which every worker's samples
+        moved: the delay that gives it with ``error_rate`` (this host's before
+        ``sample``), then ``sample``'s latency folded in. So a worker that has seen fewer
+        of the host's responses does not pull the shared value back."""
+        self.delay = settings.bounded(stored / (1.0 + _ERROR_FACTOR * error_rate), floor)
+        self._move(sample, settings, floor)
 
     def interval(self, settings: ThrottleSettings, floor: float) -> float:
         """The interval this host should have: its delay, longer with errors."""
@@ -200,36 +219,54 @@ class Throttle:
                     self._hosts.popitem(last=False)
             else:
                 self._hosts.move_to_end(key)
+            before = host.error_rate
             host.fold(sample, settings, floor)
-            interval = host.interval(settings, floor)
-            if not host.due(interval, time.monotonic()):
+            if not host.due(host.interval(settings, floor), time.monotonic()):
                 return
         stored = host.known
         try:
-            stored = await asyncio.to_thread(_store_interval, app, key, interval, max_running)
-        except StoreUnavailable as exc:  # the page stands; the next sample tries again
+            stored = await asyncio.to_thread(
+                self._settle, app, key, host, sample, before, settings,
+                floor=floor, max_running=max_running,
+            )  # fmt: skip
+        except StoreUnavailable as exc:  # the page stands; a later sample tries again
             logger.warning("autothrottle: could not set the interval of %s: %s", key, exc)
-        else:
-            logger.debug(
-                "autothrottle: %s min_interval %.3f s (delay %.3f s, errors %.0f%%)",
-                key,
-                stored,
-                host.delay,
-                100 * host.error_rate,
-            )
         finally:
             with self._lock:
                 host.written(stored)
 
-
-def _store_interval(app: App, key: str, interval: float, max_running: int | None) -> float:
-    """Set ``key``'s min_interval to ``interval`` unless the store holds a value within
-    10% of it already; the value the store holds now. The key's max_running is kept."""
-    (state,) = app.limits(key)
-    if state is not None:
-        stored = state.limits.min_interval
-        if abs(interval - stored) <= _CHANGE * stored:
-            return stored
-        max_running = state.limits.max_running
-    app.set_limit(key, max_running=max_running, min_interval=interval)
-    return interval
+    def _settle(
+        self,
+        app: App,
+        key: str,
+        host: HostThrottle,
+        sample: Sample,
+        before: float,
+        settings: ThrottleSettings,
+        *,
+        floor: float,
+        max_running: int | None,
+    ) -> float:
+        """Read ``key``, re-base ``host`` on the interval the store holds and write the
+        new one if it differs from it by more than 10% (keeping the key's max_running);
+        the interval the store holds then. ``before``: the host's error rate before
+        ``sample``."""
+        (state,) = app.limits(key)
+        with self._lock:
+            if state is not None:
+                host.rebase(state.limits.min_interval, before, sample, settings, floor)
+            interval = host.interval(settings, floor)
+        if state is not None:
+            stored = state.limits.min_interval
+            if abs(interval - stored) <= _CHANGE * stored:
+                return stored
+            max_running = state.limits.max_running
+        app.set_limit(key, max_running=max_running, min_interval=interval)
+        logger.debug(
+            "autothrottle: %s min_interval %.3f s (delay %.3f s, errors %.0f%%)",
+            key,
+            interval,
+            host.delay,
+            100 * host.error_rate,
+        )
+        return interval

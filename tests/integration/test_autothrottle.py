@@ -143,13 +143,13 @@ def test_a_host_that_slows_down_gets_a_longer_interval_on_every_worker(
 
     try:
         # fast answers: from the start interval down to the crawl's delay
-        wait_until(lambda: 0 < interval() <= FAST_FLOOR * 1.25, 60, "the fast host's interval")
+        wait_until(lambda: 0 < interval() <= FAST_FLOOR * 1.5, 60, "the fast host's interval")
         fast = interval()
         site.latency = SLOW
         switched = app.store.now()
         wait_until(lambda: interval() >= SLOW * 0.8, 60, "the slow host's longer interval")
         slow = interval()
-        assert slow >= 4 * fast
+        assert slow >= 3 * fast
         first = app.store.now()
         time.sleep(8.0)
         last = app.store.now()

@@ -119,10 +119,18 @@ def test_the_interval_goes_to_the_store_only_when_it_moves_and_keeps_max_running
     assert observe(0.01) == 0.25  # fast: the floor, as stored
     assert observe(2.25) == pytest.approx(1.25)  # the average of 0.25 and 2.25
     assert observe(1.3) == pytest.approx(1.25)  # 1.275: within 10%, not written
-    assert observe(2.0) == pytest.approx(1.6375)
+    assert observe(2.0) == pytest.approx(1.625)  # (1.25 as stored + 2.0) / 2
     app.set_limit(key, max_running=3, min_interval=2.0)  # another worker wrote it
-    assert observe(2.1625) == 2.0  # 1.9: 10% off what it wrote, but close to the store's
+    assert observe(2.1625) == 2.0  # re-based on 2.0: 2.08, within 10%: not written
     assert throttle.host(key).known == 2.0  # type: ignore[union-attr]
+    # a worker that has seen less of the host starts from the value in the store, not
+    # from its own (0.25 + 1.9) / 2
+    other = Throttle()
+    lagging = other.observe(app, key, fetched(1.9), settings, floor=0.25, max_running=2)
+    asyncio.run(lagging)
+    assert other.host(key).delay == pytest.approx(1.95)  # type: ignore[union-attr]
+    (state,) = app.limits(key)
+    assert state is not None and state.limits.min_interval == 2.0  # within 10%: left
     for _ in range(20):
         interval = observe(0.05, status=503)  # fast errors: slower and slower
     assert 9.0 < interval <= 10.0  # the maximum, within the 10% a write needs
