@@ -9,7 +9,7 @@ import click
 from crawlq.cli.common import open_app, target_options
 from crawlq.cli.fetch_options import check_request_options, fetch_options
 from crawlq.cli.output import iso_utc
-from crawlq.cli.params import duration, size
+from crawlq.cli.params import duration, duration_option, size
 from crawlq.config import MAX_CONCURRENCY, store_command
 from crawlq.crawler.config import CrawlConfig
 from crawlq.crawler.exports import write_all
@@ -114,6 +114,29 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
     help="Seconds between two fetches from one host (robots.txt Crawl-delay wins if longer).",
 )
 @click.option(
+    "--autothrottle",
+    is_flag=True,
+    help="Adapt each host's interval to its response times and errors, on every worker "
+    "(--delay and Crawl-delay stay the minimum).",
+)
+@click.option(
+    "--autothrottle-target",
+    type=click.FloatRange(min=0, min_open=True, max=10_000),
+    default=_DEFAULTS.autothrottle_target,
+    show_default=True,
+    help="With --autothrottle: fetches in flight per host to aim at, on average.",
+)
+@duration_option(
+    "--autothrottle-start",
+    default=f"{_DEFAULTS.autothrottle_start:g}",
+    help="With --autothrottle: the interval a new host starts with.",
+)
+@duration_option(
+    "--autothrottle-max",
+    default=f"{_DEFAULTS.autothrottle_max:g}",
+    help="With --autothrottle: the longest interval it sets.",
+)
+@click.option(
     "--user-agent", default=DEFAULT_USER_AGENT, show_default=True, help="The User-Agent sent."
 )
 @fetch_options
@@ -191,6 +214,10 @@ def crawl(
     processes: int,
     host_concurrency: int,
     delay: float,
+    autothrottle: bool,
+    autothrottle_target: float,
+    autothrottle_start: float,
+    autothrottle_max: float,
     user_agent: str,
     request: dict[str, Any],
     ignore_robots: bool,
@@ -212,8 +239,9 @@ def crawl(
 
     Runs on the store (default: the SQLite file crawlq.db here, nothing to set up) with
     the queue underneath: each page is a job, each URL is fetched once per crawl, robots.txt
-    is obeyed, and each host gets --host-concurrency fetches at a time, --delay apart, on
-    every worker together. One JSON object per page goes to --output (url, final_url,
+    is obeyed, and each host gets --host-concurrency fetches at a time, --delay apart (with
+    --autothrottle, as far apart as its response times and errors ask), on every worker
+    together. One JSON object per page goes to --output (url, final_url,
     status, content_type, title, depth, referrer, fetched_at, elapsed_ms, bytes, sha256,
     links_found, error, then the --extract fields) and stays in the store for
     `crawlq crawl-export ID`. With --parse, --output gets the items the function returns.
@@ -247,6 +275,7 @@ def crawl(
       crawlq crawl https://shop.example/ --extract 'price=.price::text'
       crawlq crawl https://shop.example/ --parse myshop:parse -o items.csv
       crawlq crawl https://example.com/ --auth bearer --auth-env SITE_TOKEN
+      crawlq crawl https://example.com/ --autothrottle --autothrottle-max 30
       crawlq crawl https://example.com/ --store postgresql://db/crawl --detach
       crawlq crawl https://example.com/ --store postgresql://db/crawl --every 6h
     """
@@ -266,6 +295,10 @@ def crawl(
         follow_nofollow=follow_nofollow,
         host_concurrency=host_concurrency,
         delay=delay,
+        autothrottle=autothrottle,
+        autothrottle_target=autothrottle_target,
+        autothrottle_start=autothrottle_start,
+        autothrottle_max=autothrottle_max,
         obey_robots=not ignore_robots,
         user_agent=user_agent,
         timeout=timeout,

@@ -28,6 +28,7 @@ from crawlq.crawler.extract import Extractor
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT, FetchSettings
 from crawlq.crawler.links import Scope, ScopeMode
 from crawlq.crawler.proxies import parse_proxy
+from crawlq.crawler.throttle import ThrottleSettings
 from crawlq.exceptions import ConfigurationError
 from crawlq.limits import Limits
 from crawlq.payload import MAX_COUNT, check_count, check_seconds
@@ -69,6 +70,10 @@ class CrawlConfig:
     Politeness, per host (``host:port``, the limit key of the host's pages):
     ``host_concurrency`` fetches at a time and ``delay`` seconds between two starts, on
     every worker together; a robots.txt ``Crawl-delay`` above ``delay`` wins.
+    ``autothrottle`` adapts ``delay`` per host to its response times and errors
+    (``crawlq.crawler.throttle``): about ``autothrottle_target`` fetches in flight, from
+    ``autothrottle_start`` seconds, at most ``autothrottle_max`` (``delay`` and a
+    Crawl-delay stay the floor).
     ``obey_robots`` (robots.txt kept in the store for ``robots_ttl`` seconds).
 
     Fetching: ``user_agent``, ``timeout`` (a whole fetch), ``max_bytes`` (body as
@@ -132,9 +137,14 @@ class CrawlConfig:
     proxy: str | None = None
     proxy_env: str | None = None
     proxy_from_env: bool = False
-    # -- end of request options --
+    # -- adaptive politeness (crawlq.crawler.throttle) --
+    autothrottle: bool = False
+    autothrottle_target: float = 1.0
+    autothrottle_start: float = 5.0
+    autothrottle_max: float = 60.0
     _scope: Scope = field(init=False, repr=False, compare=False)
     _fetch: FetchSettings = field(init=False, repr=False, compare=False)
+    _throttle: ThrottleSettings | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("start_urls", "allow", "deny", "allow_hosts", "extract", "sitemaps"):
@@ -154,7 +164,7 @@ class CrawlConfig:
         object.__setattr__(self, "delay", check_seconds("delay", self.delay, zero=True))
         object.__setattr__(self, "robots_ttl", check_seconds("robots_ttl", self.robots_ttl))
         check_count("retries", self.retries, 0)
-        for name in ("follow_nofollow", "obey_robots", "allow_private", "http2"):
+        for name in ("follow_nofollow", "obey_robots", "allow_private", "http2", "autothrottle"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(f"{name} must be true or false")
         if self.warc is not None and (not isinstance(self.warc, str) or not self.warc):
@@ -181,6 +191,22 @@ class CrawlConfig:
         )
         object.__setattr__(self, "_scope", scope)
         object.__setattr__(self, "_fetch", fetch)
+        object.__setattr__(self, "_throttle", self._throttle_settings())
+
+    def _throttle_settings(self) -> ThrottleSettings | None:
+        throttle = ThrottleSettings(
+            target=self.autothrottle_target,
+            start=self.autothrottle_start,
+            max_interval=self.autothrottle_max,
+        )
+        if not self.autothrottle:
+            return None
+        if throttle.max_interval < self.delay:
+            raise ConfigurationError(
+                f"autothrottle_max ({throttle.max_interval:g} s) is below delay "
+                f"({self.delay:g} s): raise the maximum or lower the delay"
+            )
+        return throttle
 
     def _check_data_options(self) -> None:
         """Check and compile ``extract``, ``parse`` and ``sitemaps``."""
@@ -315,9 +341,17 @@ class CrawlConfig:
         return dataclasses.replace(fetch, credentials=tuple(pairs))
 
     @property
+    def throttle(self) -> ThrottleSettings | None:
+        """The autothrottle's settings; None when it is off."""
+        return self._throttle
+
+    @property
     def limits(self) -> Limits:
-        """The limits each host's key takes when this crawl is the first to use it."""
-        return Limits(max_running=self.host_concurrency, min_interval=self.delay)
+        """The limits each host's key takes when this crawl is the first to use it (with
+        the autothrottle, its start interval)."""
+        throttle = self._throttle
+        interval = self.delay if throttle is None else throttle.start_interval(self.delay)
+        return Limits(max_running=self.host_concurrency, min_interval=interval)
 
     @property
     def max_attempts(self) -> int:

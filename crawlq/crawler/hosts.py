@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from crawlq.app import App
     from crawlq.crawler.config import CrawlConfig
 
-__all__ = ["RobotsCache", "RobotsPending", "limit_key"]
+__all__ = ["RobotsCache", "RobotsPending", "host_delay", "limit_key"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _TEMPORARY_TTL = 60.0
@@ -50,6 +50,13 @@ def limit_key(url: str) -> str:
     if port is None or port == _DEFAULT_PORTS.get(parts.scheme.lower()):
         return host
     return f"{host}:{port}"
+
+
+def host_delay(config: CrawlConfig, robots: Robots) -> float:
+    """The least interval between two fetches from a host: the crawl's delay, or the
+    robots.txt ``Crawl-delay`` when longer (at most an hour)."""
+    delay = robots.crawl_delay(config.user_agent)
+    return config.delay if delay is None else max(config.delay, min(delay, 3600.0))
 
 
 class RobotsPending(Exception):
@@ -144,10 +151,9 @@ class RobotsCache:
         return Robots.unavailable(status, origin, error), _encode(None, status, error)
 
     async def _apply_delay(self, app: App, config: CrawlConfig, url: str, robots: Robots) -> None:
-        delay = robots.crawl_delay(config.user_agent)
-        if delay is None or delay <= config.delay:
+        delay = host_delay(config, robots)
+        if delay <= config.delay:
             return
-        delay = min(delay, 3600.0)
         await asyncio.to_thread(
             app.set_limit,
             limit_key(url),

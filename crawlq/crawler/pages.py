@@ -60,12 +60,13 @@ from crawlq.crawler.config import PAGE_QUEUE, CrawlConfig
 from crawlq.crawler.extract import Document
 from crawlq.crawler.fetch import Fetcher, FetchResult
 from crawlq.crawler.fields import with_crawl_fields
-from crawlq.crawler.hosts import RobotsCache, RobotsPending, limit_key
+from crawlq.crawler.hosts import RobotsCache, RobotsPending, host_delay, limit_key
 from crawlq.crawler.items import Page, run_hook
 from crawlq.crawler.links import extract_links, is_html, page_title, parse_html
 from crawlq.crawler.output import WarcFile, worker_warc_path
 from crawlq.crawler.records import ROBOTS_DISALLOWED, page_record, record_text
 from crawlq.crawler.sitemaps import MAX_LEVEL, read_sitemap
+from crawlq.crawler.throttle import Throttle
 from crawlq.exceptions import ConfigurationError, Discard, Retry, Snooze
 from crawlq.fingerprint import canonical_url, fingerprint
 from crawlq.jobs import JobSpec
@@ -139,6 +140,7 @@ class _State:
             weakref.WeakKeyDictionary()
         )
         self.robots = RobotsCache()
+        self.throttle = Throttle()
         self.warcs: dict[str, WarcFile] = {}
         self.warc_paths: dict[int, str] = {}
 
@@ -269,6 +271,7 @@ async def crawl_page(
             raise Retry(_backoff(ctx.attempt), reason=str(exc)) from None
         await give_up(page_record(url, depth=depth, referrer=referrer, error=str(exc)), str(exc))
 
+    floor = config.delay  # the autothrottle's lowest interval
     if config.obey_robots:
         try:
             robots = await state.robots.get(app, fetcher, config, url, ctx.worker_id)
@@ -288,8 +291,14 @@ async def crawl_page(
             if cap is not None:
                 await cap.room()
             return None
+        floor = host_delay(config, robots)
 
     result = await fetcher.fetch(url)
+    if config.throttle is not None and ctx.job.limit_key:
+        await state.throttle.observe(
+            app, ctx.job.limit_key, result, config.throttle,
+            floor=floor, max_running=config.host_concurrency,
+        )  # fmt: skip
     status = result.status
     if status in _RETRY_STATUSES and result.error is None:
         wait = retry_after(result.headers.get("retry-after"))
