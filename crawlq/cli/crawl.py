@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import click
 
-from crawlq.cli.common import open_app, target_options
+from crawlq.cli.common import app_reference, open_app, target_options
 from crawlq.cli.params import duration, size
 from crawlq.config import MAX_CONCURRENCY, store_command
 from crawlq.crawler.config import CrawlConfig
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT
 from crawlq.crawler.output import JsonLines, check_writable
+from crawlq.crawler.render import render_problem
 from crawlq.crawler.runner import CrawlRunner, iter_results
 from crawlq.payload import MAX_COUNT, MAX_EXACT
 
@@ -115,6 +116,31 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
     help="Retries of a page after a network error, 429 or 5xx (with backoff).",
 )
 @click.option("--http2", is_flag=True, help="Use HTTP/2 where servers offer it (needs h2).")
+@click.option(
+    "--render",
+    is_flag=True,
+    help="Load each HTML page into headless Chromium and take the DOM after JavaScript "
+    "(needs crawlq[render] and apt-get install chromium). Pages then run in --processes "
+    "child processes, one page at a time each, each with its own browser; every request "
+    "a page makes obeys the scope's hosts, robots.txt and the address guard.",
+)
+@click.option(
+    "--render-pages-per-child",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    metavar="N",
+    help="With --render: replace a child process and its browser after N pages.",
+)
+@click.option(
+    "--render-memory-per-child",
+    callback=size,
+    default="1GiB",
+    show_default=True,
+    metavar="SIZE",
+    help="With --render: replace a child process once it and its browser use more than "
+    "SIZE of resident memory (checked between two pages).",
+)
 @click.option("--name", help="The crawl's name. Default: 'crawl' and the first URL.")
 @click.option("--new", is_flag=True, help="Start a new crawl even if this one can be resumed.")
 @click.option(
@@ -145,6 +171,9 @@ def crawl(
     max_bytes: int,
     retries: int,
     http2: bool,
+    render: bool,
+    render_pages_per_child: int,
+    render_memory_per_child: int,
     name: str | None,
     new: bool,
     detach: bool,
@@ -169,11 +198,17 @@ def crawl(
     With --detach the crawl is created and its id printed; `crawlq worker --store ...`
     on any number of machines does the work and `crawlq crawl-status ID` follows it.
 
+    With --render each HTML page is loaded into headless Chromium and its links, title
+    and body are taken from the DOM after JavaScript ran; for a detached crawl run
+    `crawlq worker --store ... --runtime process --max-jobs-per-child N
+    --max-memory-per-child SIZE` where the browsers should run.
+
     \b
     Example:
       crawlq crawl https://example.com/ --max-pages 500 -o pages.jsonl
       crawlq crawl https://example.com/docs/ --scope prefix --delay 1
       crawlq crawl https://example.com/ --store postgresql://db/crawl --detach
+      crawlq crawl https://app.example.com/ --render --processes 2 --max-pages 100
     """
     config = CrawlConfig(
         start_urls=tuple(_with_scheme(url) for url in urls),
@@ -194,6 +229,7 @@ def crawl(
         allow_private=allow_private,
         allow_hosts=allow_host,
         warc=warc,
+        render=render,
     )
     if ignore_robots:
         click.secho(
@@ -204,6 +240,9 @@ def crawl(
         )
     if not detach:  # before the store is opened: a refused path creates nothing
         check_writable(output or "crawl-ID.jsonl", "the output file")
+        problem = render_problem() if render else None
+        if problem is not None:  # the workers of a detached crawl need it, not this machine
+            raise click.UsageError(problem)
     if warc is not None:
         check_writable(warc, "the WARC file")
     with open_app(create=True) as app:
@@ -215,6 +254,8 @@ def crawl(
             processes=processes,
             progress=not no_progress,
             new=new,
+            render_recycle=(render_pages_per_child, render_memory_per_child),
+            app_ref=app_reference(),
         )
         info = runner.start()
         verb = "resuming" if runner.resumed else "started"

@@ -20,6 +20,7 @@ from crawlq.config import (
     WorkerSettings,
 )
 from crawlq.crawler.pages import install as install_crawler
+from crawlq.crawler.standalone import APP_REF as STANDALONE_APP
 from crawlq.worker.worker import Worker
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -113,8 +114,9 @@ def summary(worker: Worker) -> str:
     type=str,
     callback=size,
     metavar="SIZE",
-    help="Process runtime: replace a child process once its resident memory is above "
-    "SIZE (e.g. 500MB, 2GiB), between two jobs.",
+    help="Process runtime: replace a child process once its resident memory (with the "
+    "processes it started, e.g. a browser) is above SIZE (e.g. 500MB, 2GiB), between two "
+    "jobs.",
 )
 @click.option(
     "--burst",
@@ -177,7 +179,7 @@ def worker(
     )
     with open_app(create=True) as app, logging_to_stderr(log_level):
         install_crawler(app)
-        running = Worker(app, settings, app_ref=app_reference())
+        running = Worker(app, settings, app_ref=app_reference() or STANDALONE_APP)
         running.run()
         click.echo(summary(running))
     if running.stuck:

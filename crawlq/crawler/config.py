@@ -51,6 +51,10 @@ class CrawlConfig:
     network errors, 429 and 5xx (with backoff); ``allow_private`` and ``allow_hosts``
     (host names or networks) open the addresses the guard refuses.
     ``warc`` is a WARC file (gzip) the bodies are written to, None for none.
+
+    Rendering: ``render`` loads each HTML page into headless Chromium and takes the DOM
+    after JavaScript (``crawlq.crawler.render``); every request the page makes is held
+    to the scope's hosts, robots.txt and the address guard.
     """
 
     start_urls: tuple[str, ...]
@@ -74,6 +78,7 @@ class CrawlConfig:
     allow_private: bool = False
     allow_hosts: tuple[str, ...] = ()
     warc: str | None = None
+    render: bool = False
     _scope: Scope = field(init=False, repr=False, compare=False)
     _fetch: FetchSettings = field(init=False, repr=False, compare=False)
 
@@ -95,7 +100,7 @@ class CrawlConfig:
         object.__setattr__(self, "delay", check_seconds("delay", self.delay, zero=True))
         object.__setattr__(self, "robots_ttl", check_seconds("robots_ttl", self.robots_ttl))
         check_count("retries", self.retries, 0)
-        for name in ("follow_nofollow", "obey_robots", "allow_private", "http2"):
+        for name in ("follow_nofollow", "obey_robots", "allow_private", "http2", "render"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(f"{name} must be true or false")
         if self.warc is not None and (not isinstance(self.warc, str) or not self.warc):

@@ -13,7 +13,8 @@ One attempt:
 2. robots.txt (``hosts.RobotsCache``) unless ignored: a disallowed page is recorded with
    ``error`` "robots.txt disallows it" and not fetched; an unavailable file (429, 5xx,
    network) is retried like a network error;
-3. the fetch (``fetch.Fetcher``); 429 and 503 block the host for their Retry-After (on
+3. the fetch (``fetch.Fetcher``), then with ``render`` the DOM after JavaScript
+   (``render.render_page``); 429 and 503 block the host for their Retry-After (on
    every worker) and retry the page then; network errors, deadlines and 5xx retry with
    exponential backoff (1, 2, 4 ... s, at most 60) up to the crawl's ``retries``; other
    4xx are final; refusals, caps and redirect loops are final errors;
@@ -52,6 +53,7 @@ from crawlq.crawler.hosts import RobotsCache, RobotsPending, limit_key
 from crawlq.crawler.links import extract_links, is_html, page_title
 from crawlq.crawler.output import WarcFile, worker_warc_path
 from crawlq.crawler.records import ROBOTS_DISALLOWED, page_record, record_text
+from crawlq.crawler.render import render_page
 from crawlq.exceptions import Discard, Retry, Snooze
 from crawlq.fingerprint import canonical_url, fingerprint
 from crawlq.jobs import JobSpec, JobState
@@ -247,6 +249,8 @@ async def crawl_page(
             return None
 
     result = await fetcher.fetch(url)
+    if config.render:  # the DOM after JavaScript; its failures are retried as network errors
+        result = await render_page(app, config, result, ctx.worker_id)
     status = result.status
     if status in _RETRY_STATUSES and result.error is None:
         wait = retry_after(result.headers.get("retry-after"))
