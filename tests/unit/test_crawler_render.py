@@ -222,9 +222,7 @@ def test_every_request_of_a_rendered_page_passes_the_address_guard(
 ) -> None:
     # scope any: only the address guard stands between the page and 127.0.0.2
     site.probes = f"{other.url}secret http://127.0.0.2:{site.server_address[1]}/via-ip"
-    cfg = config(
-        site, render=True, scope="any", allow_private=False, allow_hosts=("127.0.0.1",)
-    )
+    cfg = config(site, render=True, scope="any", allow_private=False, allow_hosts=("127.0.0.1",))
     pages = crawl(app, cfg, tmp_path / "out.jsonl")
     assert pages["/"]["title"] == "rendered /"
     assert not other.hits
@@ -266,6 +264,33 @@ def test_cli_render_with_recycling(site: Site, tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert len(out.read_text().splitlines()) == PAGES + 2
+
+
+def test_a_detached_render_crawl_runs_on_a_process_runtime_worker_without_app(
+    site: Site, tmp_path: Path
+) -> None:
+    store = f"sqlite:///{tmp_path / 'c.db'}"
+    runner = CliRunner()
+    result = runner.invoke(
+        cli,
+        ["crawl", site.url, "--store", store, "--allow-private", "--delay", "0", "--render",
+         "--max-depth", "0", "--detach"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    crawl_id = int(result.stdout.split()[0])
+    result = runner.invoke(
+        cli,
+        ["worker", "--store", store, "--runtime", "process", "--concurrency", "1",
+         "--max-jobs-per-child", "5", "--burst"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    app = crawlq.App(store)
+    try:
+        assert app.get_crawl(crawl_id).state.value == "finished"
+        (record,) = [json.loads(t) for _, t in app.store.result_list(crawl_id, after=0, limit=9)]
+        assert record["title"] == "rendered /"
+    finally:
+        app.close()
 
 
 def test_render_without_chromium_says_what_to_install(
