@@ -148,7 +148,8 @@ def worker(
     """Run the jobs of an app's tasks, and the built-in crawler's pages, until stopped.
 
     Without --app it runs only the pages of crawls made by `crawlq crawl --detach` (use
-    --runtime asyncio for them).
+    --runtime asyncio for them, --runtime process for `--render` crawls: one browser per
+    child process, recycled with --max-jobs-per-child and --max-memory-per-child).
 
     The first SIGTERM or SIGINT (Ctrl-C) stops claiming and gives running jobs
     --shutdown-grace seconds to finish; a second one releases them at once. Released
