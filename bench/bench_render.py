@@ -123,7 +123,8 @@ def run(site: Site, processes: int, recycle: int | None) -> tuple[float, float, 
         records = [json.loads(line) for line in out.read_text().splitlines()]
         rendered = sum(1 for r in records if (r["title"] or "").startswith("rendered"))
         if rendered != site.pages:
-            raise SystemExit(f"{rendered} of {site.pages} pages rendered")
+            other = [r for r in records if not (r["title"] or "").startswith("rendered")]
+            raise SystemExit(f"{rendered} of {site.pages} pages rendered; e.g. {other[:2]}")
         return elapsed, peak / 2**20, rendered
 
 

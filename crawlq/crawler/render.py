@@ -27,10 +27,11 @@ is a closed local port (``CHROMIUM_ARGS``), so a request that escaped intercepti
 A refused request fails in the page as a blocked one would in a browser. Requests a page
 makes are not counted against the host's politeness limits (as a browser's are not).
 
-The page is done once it has loaded and no request has been in flight for
-``QUIET_SECONDS``; all of it, load included, within the crawl's ``timeout``. A failure
-(timeout, browser crash) sets ``error`` to ``"render: ..."``, which ``pages`` retries
-like a network error.
+The page is done once it has loaded and for ``QUIET_SECONDS`` no request has been in
+flight, no ``fetch``/``XMLHttpRequest`` of its scripts is pending (or its handlers
+waiting for their turn) and its DOM has not changed; all of it, load included, within
+the crawl's ``timeout``. A failure (timeout, browser crash) sets ``error`` to
+``"render: ..."``, which ``pages`` retries like a network error.
 
 One browser per process, started on first use in a thread of its own (with its own
 event loop, so it outlives the per-job event loops of the thread and process runtimes)
@@ -100,6 +101,34 @@ QUIET_SECONDS = 0.2
 MAX_PAGES_AT_ONCE = 8
 """Pages one browser renders at the same time (asyncio and thread runtimes)."""
 
+# Runs in every page before its own scripts: counts the page's fetch and XMLHttpRequest
+# calls until their handlers had a turn, and notes when the DOM or those last changed.
+_WATCH_JS = """
+(() => {
+  let pending = 0, last = performance.now();
+  const touch = () => { last = performance.now(); };
+  const done = () => setTimeout(() => { pending--; touch(); }, 0);
+  const fetch = window.fetch;
+  window.fetch = function (...args) {
+    pending++; touch();
+    const answer = fetch.apply(this, args);
+    answer.then(done, done);
+    return answer;
+  };
+  const send = XMLHttpRequest.prototype.send;
+  XMLHttpRequest.prototype.send = function (...args) {
+    pending++; touch();
+    this.addEventListener('loadend', done, {once: true});
+    return send.apply(this, args);
+  };
+  new MutationObserver(touch).observe(document, {
+    subtree: true, childList: true, attributes: true, characterData: true,
+  });
+  Object.defineProperty(window, '__crawlqQuiet', {
+    value: () => [pending, performance.now() - last],
+  });
+})();
+"""
 _SKIPPED_TYPES = frozenset({"image", "media", "font"})
 _HOP_HEADERS = frozenset(
     {"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive"}
@@ -261,13 +290,18 @@ class _Page:
                 continue
             return None if robots.temporary else robots
 
-    async def quiet(self) -> None:
-        """Until no request has been in flight for ``QUIET_SECONDS``."""
+    async def quiet(self, page: Any) -> None:
+        """Until no request has been in flight, and neither the page's own requests nor
+        its DOM changed, for ``QUIET_SECONDS`` (the page's side from ``_WATCH_JS``)."""
         while True:
             idle = time.monotonic() - self.last_activity
             if self.in_flight == 0 and idle >= QUIET_SECONDS:
-                return
-            await asyncio.sleep(max(0.02, QUIET_SECONDS - idle) if self.in_flight == 0 else 0.02)
+                pending, page_idle = await page.evaluate(
+                    "() => window.__crawlqQuiet ? window.__crawlqQuiet() : [0, 1e9]"
+                )
+                if pending == 0 and page_idle >= QUIET_SECONDS * 1000:
+                    return
+            await asyncio.sleep(0.05)
 
 
 class _Renderer:
@@ -390,9 +424,10 @@ class _Renderer:
         )
         try:
             await context.route("**/*", page_state.handle)
+            await context.add_init_script(_WATCH_JS)
             page = await context.new_page()
             await page.goto(result.final_url, wait_until="load")
-            await page_state.quiet()
+            await page_state.quiet(page)
             html: str = await page.content()
             final: str = page.url
         finally:
