@@ -121,7 +121,8 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
     is_flag=True,
     help="Load each HTML page into headless Chromium and take the DOM after JavaScript "
     "(needs crawlq[render] and apt-get install chromium). Pages then run in --processes "
-    "child processes, one page at a time each, each with its own browser; every request "
+    "child processes, one page at a time each (not --concurrency), each with its own "
+    "browser; every request "
     "a page makes obeys the scope's hosts, robots.txt and the address guard.",
 )
 @click.option(
