@@ -76,7 +76,7 @@ def fill(app: App, jobs: int = 400) -> dict[str, Any]:
         [
             Failure(
                 lease=j.lease,
-                error='Traceback (most recent call last):\n  File "tasks.py", line 9, in flaky\n'
+                error="Traceback (most recent call last):\n  File \"tasks.py\", line 9, in flaky\n"
                 + ("ValueError: page has no title" if j.id % 3 else "KeyError: 'href'"),
                 retry_delay=None,
             )
