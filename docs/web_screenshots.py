@@ -11,7 +11,6 @@ The browser test (tests/web/test_browser.py) uses the same pieces.
 
 from __future__ import annotations
 
-import shutil
 import socket
 import sys
 import tempfile
@@ -25,10 +24,10 @@ from typing import Any
 import uvicorn
 
 from crawlq import App, Worker, WorkerSettings
+from crawlq.crawler.render import chromium_path
 from crawlq.stores.base import ClaimParams, Failure
 from crawlq.web import create_app
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -39,11 +38,6 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 DOCS = Path(__file__).parent
-
-
-def chromium_path() -> str | None:
-    """Debian's chromium, if installed."""
-    return CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
 
 
 def demo_app(path: Path) -> App:

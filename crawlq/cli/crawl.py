@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from crawlq.cli.common import open_app, target_options
+from crawlq.cli.common import app_reference, open_app, target_options
 from crawlq.cli.fetch_options import check_request_options, fetch_options
 from crawlq.cli.output import iso_utc
 from crawlq.cli.params import duration, duration_option, size
@@ -17,6 +17,7 @@ from crawlq.crawler.fetch import DEFAULT_USER_AGENT
 from crawlq.crawler.items import load_hook
 from crawlq.crawler.output import check_writable
 from crawlq.crawler.recurring import recrawl_every
+from crawlq.crawler.render import render_problem
 from crawlq.crawler.robots import robots_url
 from crawlq.crawler.runner import CrawlRunner, iter_results
 from crawlq.exceptions import ConfigurationError
@@ -178,6 +179,32 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
     help="Retries of a page after a network error, 429 or 5xx (with backoff).",
 )
 @click.option("--http2", is_flag=True, help="Use HTTP/2 where servers offer it (needs h2).")
+@click.option(
+    "--render",
+    is_flag=True,
+    help="Load each HTML page into headless Chromium and take the DOM after JavaScript "
+    "(needs crawlq[render] and apt-get install chromium). Pages then run in --processes "
+    "child processes, one page at a time each (not --concurrency), each with its own "
+    "browser; every request "
+    "a page makes obeys the scope's hosts, robots.txt and the address guard.",
+)
+@click.option(
+    "--render-pages-per-child",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    metavar="N",
+    help="With --render: replace a child process and its browser after N pages.",
+)
+@click.option(
+    "--render-memory-per-child",
+    callback=size,
+    default="1GiB",
+    show_default=True,
+    metavar="SIZE",
+    help="With --render: replace a child process once it and its browser use more than "
+    "SIZE of resident memory (checked between two pages).",
+)
 @click.option("--name", help="The crawl's name. Default: 'crawl' and the first URL.")
 @click.option("--new", is_flag=True, help="Start a new crawl even if this one can be resumed.")
 @click.option(
@@ -227,6 +254,9 @@ def crawl(
     max_bytes: int,
     retries: int,
     http2: bool,
+    render: bool,
+    render_pages_per_child: int,
+    render_memory_per_child: int,
     name: str | None,
     new: bool,
     detach: bool,
@@ -268,6 +298,11 @@ def crawl(
     `crawlq crawl-export ID` writes each one's pages. `crawlq periodic` shows, pauses
     or removes the schedule.
 
+    With --render each HTML page is loaded into headless Chromium and its links, title
+    and body are taken from the DOM after JavaScript ran; for a detached crawl run
+    `crawlq worker --store ... --runtime process --max-jobs-per-child N
+    --max-memory-per-child SIZE` where the browsers should run.
+
     \b
     Example:
       crawlq crawl https://example.com/ --max-pages 500 -o pages.jsonl
@@ -278,6 +313,7 @@ def crawl(
       crawlq crawl https://example.com/ --autothrottle --autothrottle-max 30
       crawlq crawl https://example.com/ --store postgresql://db/crawl --detach
       crawlq crawl https://example.com/ --store postgresql://db/crawl --every 6h
+      crawlq crawl https://app.example.com/ --render --processes 2 --max-pages 100
     """
     if not urls and not sitemap:
         raise click.UsageError("give at least one start URL, or --sitemap URL")
@@ -312,6 +348,7 @@ def crawl(
         parse=parse_hook,
         sitemaps=sitemaps,
         **request,
+        render=render,
     )
     if parse_hook is not None:
         load_hook(parse_hook)  # here, before the crawl is created: one line if it fails
@@ -332,6 +369,9 @@ def crawl(
     check_request_options(config, detach)
     if not detach:  # before the store is opened: a refused path creates nothing
         check_writable(output or "crawl-ID.jsonl", "the output file")
+        problem = render_problem() if render else None
+        if problem is not None:  # the workers of a detached crawl need it, not this machine
+            raise click.UsageError(problem)
     if warc is not None:
         check_writable(warc, "the WARC file")
     with open_app(create=True) as app:
@@ -343,6 +383,8 @@ def crawl(
             processes=processes,
             progress=not no_progress,
             new=new,
+            render_recycle=(render_pages_per_child, render_memory_per_child),
+            app_ref=app_reference(),
         )
         if recurring:
             periodic, outcome = recrawl_every(

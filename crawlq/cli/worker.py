@@ -20,6 +20,7 @@ from crawlq.config import (
     WorkerSettings,
 )
 from crawlq.crawler.pages import install as install_crawler
+from crawlq.crawler.standalone import APP_REF as STANDALONE_APP
 from crawlq.worker.worker import Worker
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -113,8 +114,9 @@ def summary(worker: Worker) -> str:
     type=str,
     callback=size,
     metavar="SIZE",
-    help="Process runtime: replace a child process once its resident memory is above "
-    "SIZE (e.g. 500MB, 2GiB), between two jobs.",
+    help="Process runtime: replace a child process once its resident memory (with the "
+    "processes it started, e.g. a browser) is above SIZE (e.g. 500MB, 2GiB), between two "
+    "jobs.",
 )
 @click.option(
     "--burst",
@@ -146,7 +148,8 @@ def worker(
     """Run the jobs of an app's tasks, and the built-in crawler's pages, until stopped.
 
     Without --app it runs only the pages of crawls made by `crawlq crawl --detach` (use
-    --runtime asyncio for them).
+    --runtime asyncio for them, --runtime process for `--render` crawls: one browser per
+    child process, recycled with --max-jobs-per-child and --max-memory-per-child).
 
     Every worker also fires the store's periodic schedules (`crawlq periodic`,
     @app.periodic; it stores its app's at start): each fire time once, whichever worker
@@ -181,7 +184,7 @@ def worker(
     )
     with open_app(create=True) as app, logging_to_stderr(log_level):
         install_crawler(app)
-        running = Worker(app, settings, app_ref=app_reference())
+        running = Worker(app, settings, app_ref=app_reference() or STANDALONE_APP)
         running.run()
         click.echo(summary(running))
     if running.stuck:

@@ -99,6 +99,10 @@ class CrawlConfig:
     are not secret), ``proxy_env`` (the name of an environment variable that holds the
     proxy URL, credentials allowed, read by each worker), or ``proxy_from_env`` (each
     worker's HTTP_PROXY, HTTPS_PROXY, ALL_PROXY and NO_PROXY); at most one of them.
+
+    Rendering: ``render`` loads each HTML page into headless Chromium and takes the DOM
+    after JavaScript (``crawlq.crawler.render``); every request the page makes is held
+    to the scope's hosts, robots.txt and the address guard.
     """
 
     start_urls: tuple[str, ...]
@@ -142,6 +146,8 @@ class CrawlConfig:
     autothrottle_target: float = 1.0
     autothrottle_start: float = 5.0
     autothrottle_max: float = 60.0
+    # -- rendering (crawlq.crawler.render) --
+    render: bool = False
     _scope: Scope = field(init=False, repr=False, compare=False)
     _fetch: FetchSettings = field(init=False, repr=False, compare=False)
     _throttle: ThrottleSettings | None = field(init=False, repr=False, compare=False)
@@ -164,7 +170,14 @@ class CrawlConfig:
         object.__setattr__(self, "delay", check_seconds("delay", self.delay, zero=True))
         object.__setattr__(self, "robots_ttl", check_seconds("robots_ttl", self.robots_ttl))
         check_count("retries", self.retries, 0)
-        for name in ("follow_nofollow", "obey_robots", "allow_private", "http2", "autothrottle"):
+        for name in (
+            "follow_nofollow",
+            "obey_robots",
+            "allow_private",
+            "http2",
+            "autothrottle",
+            "render",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(f"{name} must be true or false")
         if self.warc is not None and (not isinstance(self.warc, str) or not self.warc):

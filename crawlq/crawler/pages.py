@@ -13,7 +13,8 @@ One attempt:
 2. robots.txt (``hosts.RobotsCache``) unless ignored: a disallowed page is recorded with
    ``error`` "robots.txt disallows it" and not fetched; an unavailable file (429, 5xx,
    network) is retried like a network error;
-3. the fetch (``fetch.Fetcher``); 429 and 503 block the host for their Retry-After (on
+3. the fetch (``fetch.Fetcher``), then with ``render`` the DOM after JavaScript
+   (``render.render_page``); 429 and 503 block the host for their Retry-After (on
    every worker) and retry the page then; network errors, deadlines and 5xx retry with
    exponential backoff (1, 2, 4 ... s, at most 60) up to the crawl's ``retries``; other
    4xx are final; refusals, caps and redirect loops are final errors;
@@ -65,6 +66,7 @@ from crawlq.crawler.items import Page, run_hook
 from crawlq.crawler.links import extract_links, is_html, page_title, parse_html
 from crawlq.crawler.output import WarcFile, worker_warc_path
 from crawlq.crawler.records import ROBOTS_DISALLOWED, page_record, record_text
+from crawlq.crawler.render import render_page
 from crawlq.crawler.sitemaps import MAX_LEVEL, read_sitemap
 from crawlq.crawler.throttle import Throttle
 from crawlq.exceptions import ConfigurationError, Discard, Retry, Snooze
@@ -294,6 +296,8 @@ async def crawl_page(
         floor = host_delay(config, robots)
 
     result = await fetcher.fetch(url)
+    if config.render:  # the DOM after JavaScript; its failures are retried as network errors
+        result = await render_page(app, config, result, ctx.worker_id)
     if config.throttle is not None and ctx.job.limit_key:
         await state.throttle.observe(
             app, ctx.job.limit_key, result, config.throttle,

@@ -3,14 +3,16 @@
 ``CrawlRunner.start()`` finds the open crawl made by the same command (same settings and
 name) and resumes it, or creates a new one with the start URLs as its first pages. ``run()``
 then works the ``crawl`` queue with an asyncio worker in a thread of this process (and
-``processes - 1`` ``crawlq worker`` child processes, to use more cores) while the main
-thread streams the crawl's results from the store to the output (JSON Lines or CSV, pages
-or items: ``crawlq.crawler.exports``; the whole file is rewritten from the store on a
-resume, so it never holds a page twice), draws the progress display, and returns an
-exit code once the crawl is finished or cancelled. Ctrl-C or SIGTERM stops the worker
-gracefully (a second Ctrl-C releases running pages at once); the crawl stays open in the
-store, so the same command resumes it, also after the process was killed with SIGKILL
-(its running pages come back when the dead process is noticed, within about 30 s).
+``processes - 1`` ``crawlq worker`` child processes, to use more cores; with ``render``
+a process-runtime worker whose ``processes`` children each run one page at a time in a
+browser of their own, recycled as ``render_recycle`` says) while the main thread streams
+the crawl's results from the store to the output (JSON Lines or CSV, pages or items:
+``crawlq.crawler.exports``; the whole file is rewritten from the store on a resume, so
+it never holds a page twice), draws the progress display, and returns an exit code once
+the crawl is finished or cancelled. Ctrl-C or SIGTERM stops the worker gracefully (a
+second Ctrl-C releases running pages at once); the crawl stays open in the store, so the
+same command resumes it, also after the process was killed with SIGKILL (its running
+pages come back when the dead process is noticed, within about 30 s).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from crawlq.crawler.output import check_writable
 from crawlq.crawler.pages import install, use_warc
 from crawlq.crawler.records import ROBOTS_DISALLOWED
 from crawlq.crawler.recurring import open_crawl, start_crawl
+from crawlq.crawler.standalone import APP_REF as STANDALONE_APP
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo, CrawlState
 from crawlq.exceptions import ConfigurationError
 from crawlq.worker.worker import Worker
@@ -145,6 +148,8 @@ class CrawlRunner:
         progress: bool = True,
         new: bool = False,
         console: Console | None = None,
+        render_recycle: tuple[int | None, int | None] = (None, None),
+        app_ref: str | None = None,
     ) -> None:
         self.app = app
         self.config = config
@@ -155,6 +160,8 @@ class CrawlRunner:
             raise ConfigurationError(f"processes must be at least 1, not {processes}")
         self.processes = processes
         self.new = new
+        self.render_recycle = render_recycle
+        self.app_ref = app_ref
         self.console = console or Console(stderr=True, soft_wrap=True)
         self.progress = progress and self.console.is_terminal
         self.resumed = False
@@ -193,16 +200,7 @@ class CrawlRunner:
         crawl = self.crawl or self.start()
         if self.config.warc is not None:
             use_warc(self.app, crawl.id, self.config.warc)
-        worker = Worker(
-            self.app,
-            WorkerSettings(
-                queues=(PAGE_QUEUE,),
-                concurrency=self.concurrency,
-                runtime="asyncio",
-                shutdown_grace=10.0,
-                poll_timeout=_WORKER_POLL,
-            ),
-        )
+        worker = self._worker()
         thread = threading.Thread(target=worker.run, name="crawlq-crawl-worker", daemon=True)
         output = (
             open_output(self.output, self.config, items=self.config.parse is not None)
@@ -257,8 +255,37 @@ class CrawlRunner:
                 items=output.items,
             )
 
+    def _worker(self) -> Worker:
+        """This process's worker: asyncio, or with ``render`` the process runtime (one
+        page at a time per child, each child with its own browser, recycled after
+        ``render_recycle`` = (pages, bytes of memory), children included)."""
+        from crawlq.worker.worker import Worker
+
+        if not self.config.render:
+            settings = WorkerSettings(
+                queues=(PAGE_QUEUE,),
+                concurrency=self.concurrency,
+                runtime="asyncio",
+                shutdown_grace=10.0,
+                poll_timeout=_WORKER_POLL,
+            )
+            return Worker(self.app, settings)
+        pages, memory = self.render_recycle
+        settings = WorkerSettings(
+            queues=(PAGE_QUEUE,),
+            concurrency=self.processes,
+            runtime="process",
+            shutdown_grace=10.0,
+            max_jobs_per_child=pages,
+            max_memory_per_child=memory,
+        )
+        return Worker(self.app, settings, app_ref=self.app_ref or STANDALONE_APP)
+
     def _start_helpers(self) -> list[subprocess.Popen[bytes]]:
-        """``processes - 1`` ``crawlq worker`` processes on the same store and queue."""
+        """``processes - 1`` ``crawlq worker`` processes on the same store and queue
+        (none with ``render``: the worker's children are the processes)."""
+        if self.config.render:
+            return []
         argv = [
             sys.executable, "-m", "crawlq", "worker", "--store", self.app.store_url or "",
             "--queue", PAGE_QUEUE, "--runtime", "asyncio",

@@ -1,7 +1,7 @@
 """The process runtime: N child processes, one job at a time each.
 
 For CPU work and for tasks that leak (headless browsers): a child is replaced after
-``max_jobs_per_child`` jobs or once its resident memory is above
+``max_jobs_per_child`` jobs or once its resident memory (its browser's too) is above
 ``max_memory_per_child``, between two jobs, so no job is lost or failed by recycling. A
 job over its timeout, or one the worker lost the lease of, is stopped by killing its
 child. A child that dies under a job (SIGKILL, segfault, out of memory) fails that
@@ -32,7 +32,7 @@ from crawlq.exceptions import ConfigurationError
 from crawlq.jobs import Job, JobState, spec_from_json, spec_to_json
 from crawlq.stores.base import Completion, Failure, Release
 from crawlq.worker.execute import Outcome, backoff_of, execute, lost
-from crawlq.worker.memory import resident_bytes
+from crawlq.worker.memory import tree_resident_bytes
 from crawlq.worker.runtimes import SlotQueue
 
 if TYPE_CHECKING:
@@ -326,7 +326,7 @@ class ProcessRuntime(SlotQueue):
         if settings.max_jobs_per_child and child.jobs >= settings.max_jobs_per_child:
             why = f"it ran {child.jobs} jobs (--max-jobs-per-child {settings.max_jobs_per_child})"
         elif settings.max_memory_per_child:
-            rss = resident_bytes(child.pid)
+            rss = tree_resident_bytes(child.pid)
             if rss is not None and rss > settings.max_memory_per_child:
                 why = (
                     f"it uses {rss / 2**20:.0f} MiB "
