@@ -9,7 +9,7 @@ import click
 from crawlq.cli.common import app_reference, open_app, target_options
 from crawlq.cli.fetch_options import check_request_options, fetch_options
 from crawlq.cli.output import iso_utc
-from crawlq.cli.params import duration, duration_option, size
+from crawlq.cli.params import duration_option, size
 from crawlq.config import MAX_CONCURRENCY, store_command
 from crawlq.crawler.config import CrawlConfig
 from crawlq.crawler.exports import write_all
@@ -107,11 +107,9 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
     show_default=True,
     help="Fetches in flight per host, across every worker.",
 )
-@click.option(
+@duration_option(
     "--delay",
-    callback=duration,
     default=str(_DEFAULTS.delay),
-    show_default=True,
     help="Seconds between two fetches from one host (robots.txt Crawl-delay wins if longer).",
 )
 @click.option(
@@ -157,11 +155,9 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
     metavar="HOST|NET",
     help="Allow one refused host name or network (e.g. 10.0.0.0/8); repeatable.",
 )
-@click.option(
+@duration_option(
     "--timeout",
-    callback=duration,
     default=str(_DEFAULTS.timeout),
-    show_default=True,
     help="Seconds one fetch may take, redirects included.",
 )
 @click.option(

@@ -261,25 +261,19 @@ class CrawlRunner:
         ``render_recycle`` = (pages, bytes of memory), children included)."""
         from crawlq.worker.worker import Worker
 
-        if not self.config.render:
-            settings = WorkerSettings(
-                queues=(PAGE_QUEUE,),
-                concurrency=self.concurrency,
-                runtime="asyncio",
-                shutdown_grace=10.0,
-                poll_timeout=_WORKER_POLL,
-            )
-            return Worker(self.app, settings)
-        pages, memory = self.render_recycle
+        render = self.config.render
+        pages, memory = self.render_recycle if render else (None, None)
         settings = WorkerSettings(
             queues=(PAGE_QUEUE,),
-            concurrency=self.processes,
-            runtime="process",
+            concurrency=self.processes if render else self.concurrency,
+            runtime="process" if render else "asyncio",
             shutdown_grace=10.0,
+            poll_timeout=_WORKER_POLL,
             max_jobs_per_child=pages,
             max_memory_per_child=memory,
         )
-        return Worker(self.app, settings, app_ref=self.app_ref or STANDALONE_APP)
+        app_ref = (self.app_ref or STANDALONE_APP) if render else None
+        return Worker(self.app, settings, app_ref=app_ref)
 
     def _start_helpers(self) -> list[subprocess.Popen[bytes]]:
         """``processes - 1`` ``crawlq worker`` processes on the same store and queue
