@@ -454,7 +454,7 @@ class CrawlerStorage(Protocol):
       first one given, for as long as the crawl exists; each new record gets the next
       sequence number of its crawl (positive, strictly increasing). Records become
       visible in sequence order: a reader paging with ``result_list(after=)`` while
-      writers add never skips one.
+      writers add never skips one. ``result_get`` reads the records of given keys.
     - Cache: an entry set with a ttl is read back until now + ttl, then it is absent;
       ``cache_add`` sets an absent or expired entry atomically (of concurrent callers
       exactly one wins). Expired entries are removed (``job_prune`` or natively).
@@ -486,6 +486,11 @@ class CrawlerStorage(Protocol):
     def result_count(self, crawl_id: int) -> int:
         """How many results the crawl has (without reading them); ``CrawlNotFound`` for an
         unknown crawl."""
+
+    def result_get(self, crawl_id: int, keys: Sequence[bytes]) -> list[str | None]:
+        """The record kept under each 16-byte key of ``keys``, in order, None for a key
+        the crawl has no record of (one read). ``CrawlNotFound`` for an unknown crawl; a
+        key that is not 16 bytes refuses the call with ``ConfigurationError``."""
 
     # -- cache ---------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from crawlq.crawls import CrawlInfo, CrawlSpec
+from crawlq.fingerprint import check_fingerprint
 from crawlq.jobs import (
     FINISHED_STATES,
     Job,
@@ -411,6 +412,10 @@ class StorageGate(ABC):
     def result_count(self, crawl_id: int) -> int:
         return found(crawl_id, self._result_count(crawl_id))
 
+    def result_get(self, crawl_id: int, keys: Sequence[bytes]) -> list[str | None]:
+        checked = [check_fingerprint(key, "a result key") for key in keys]
+        return found(crawl_id, self._result_get(crawl_id, checked))
+
     def cache_get(self, key: str, *, now: Timestamp | None = None) -> str | None:
         check_now(now)
         return self._cache_get(check_cache_key(key), now)
@@ -441,6 +446,10 @@ class StorageGate(ABC):
 
     @abstractmethod
     def _result_count(self, crawl_id: int) -> int | None: ...
+
+    @abstractmethod
+    def _result_get(self, crawl_id: int, keys: list[bytes]) -> list[str | None] | None:
+        """The record of each key, None for a missing one; None for an unknown crawl."""
 
     @abstractmethod
     def _cache_get(self, key: str, now: Timestamp | None) -> str | None: ...

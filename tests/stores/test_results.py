@@ -253,3 +253,20 @@ def test_concurrent_writers_number_every_record_once_and_a_pager_skips_none(
     reported = [k for part in new_by for k in part]
     assert len(reported) == 1_000 and set(reported) == {key(n) for n in range(1_000)}
     assert collected == final, "the concurrent pager skipped or repeated a record"
+
+
+# -- result_get ----------------------------------------------------------------------------
+
+
+def test_result_get_reads_the_records_of_keys(store: Store) -> None:
+    c = open_crawl(store)
+    A, B, C = key("a"), key("b"), key("c")
+    store.result_add(c, [(A, "a1"), (B, "b1 ünïcode ✓"), (A, "a2")])
+    assert store.result_get(c, [B, C, A, B]) == ["b1 ünïcode ✓", None, "a1", "b1 ünïcode ✓"]
+    assert store.result_get(c, []) == []
+    other = open_crawl(store, "other")
+    assert store.result_get(other, [A]) == [None], "each crawl has its own results"
+    with pytest.raises(CrawlNotFound):
+        store.result_get(c + 1000, [A])
+    with pytest.raises(ConfigurationError, match="a result key is 16 bytes"):
+        store.result_get(c, [b"short"])

@@ -731,6 +731,10 @@ WHERE crawl_id = %(crawl_id)s AND seq > %(after)s
 ORDER BY seq
 LIMIT %(limit)s;
 
+-- name: result_get
+SELECT key, record FROM crawlq_results
+WHERE crawl_id = %(crawl_id)s AND key = ANY(%(keys)s::bytea[]);
+
 -- name: result_count
 -- The crawl (none if it does not exist) and its number of results.
 SELECT c.id, coalesce(s.last_seq, 0) AS n

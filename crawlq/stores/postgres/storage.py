@@ -74,6 +74,18 @@ class PostgresStorage(PostgresCore, StorageGate):
         rows = self._execute("counting crawl results", "result_count", {"crawl_id": crawl_id})
         return int(rows[0]["n"]) if rows else None
 
+    def _result_get(self, crawl_id: int, keys: list[bytes]) -> list[str | None] | None:
+        def work(conn: Conn) -> dict[bytes, str] | None:
+            if conn.execute(Q["result_count"], {"crawl_id": crawl_id}).fetchone() is None:
+                return None
+            rows = conn.execute(Q["result_get"], {"crawl_id": crawl_id, "keys": keys})
+            return {bytes(r["key"]): bytes(r["record"]).decode("utf-8") for r in rows}
+
+        by_key = self._run("reading crawl results", work, transaction=False)
+        if by_key is None:
+            return None
+        return [by_key.get(key) for key in keys]
+
     def _cache_get(self, key: str, now: Timestamp | None) -> str | None:
         rows = self._execute("reading the cache", "cache_get", {**_cache_key(key), "now": now})
         return bytes(rows[0]["value"]).decode("utf-8") if rows else None

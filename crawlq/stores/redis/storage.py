@@ -25,11 +25,10 @@ class RedisStorage(RedisCore, StorageGate):
             return None
         return [bool(a) for a in answers]
 
-    def _result_read(self, operation: str, crawl_id: int, *args: str) -> list[Any] | None:
+    def _result_read(self, operation: str, crawl_id: int, *args: str | bytes) -> list[Any] | None:
         """The script's reply: [n, record...] (see result_read.lua)."""
-        reply: list[Any] = self._run(
-            operation, "result_read", ["", str(operator.index(crawl_id)), *args]
-        )
+        call: list[Any] = ["", str(operator.index(crawl_id)), *args]
+        reply: list[Any] = self._run(operation, "result_read", call)
         return None if reply == [-1] else reply
 
     def _result_list(self, crawl_id: int, after: int, limit: int) -> list[tuple[int, str]] | None:
@@ -41,6 +40,12 @@ class RedisStorage(RedisCore, StorageGate):
     def _result_count(self, crawl_id: int) -> int | None:
         reply = self._result_read("counting crawl results", crawl_id, "count")
         return None if reply is None else int(reply[0])
+
+    def _result_get(self, crawl_id: int, keys: list[bytes]) -> list[str | None] | None:
+        reply = self._result_read("reading crawl results", crawl_id, "get", *keys)
+        if reply is None:
+            return None
+        return [None if r is None else str(r) for r in reply[1:]]
 
     def _cache_get(self, key: str, now: Timestamp | None) -> str | None:
         args = [now_arg(now), key]

@@ -484,6 +484,9 @@ WHERE crawl_id = :crawl_id AND seq > :after
 ORDER BY seq
 LIMIT :limit;
 
+-- name: result_get
+SELECT record FROM crawlq_results WHERE crawl_id = :crawl_id AND key = :key;
+
 -- name: cache_get
 SELECT value FROM crawlq_cache WHERE key = :key AND expires_at > :now;
 

@@ -52,6 +52,18 @@ class SQLiteStorage(SQLiteCore, StorageGate):
 
         return self._read("counting crawl results", work)
 
+    def _result_get(self, crawl_id: int, keys: list[bytes]) -> list[str | None] | None:
+        def work(conn: sqlite3.Connection) -> list[str | None] | None:
+            if not self._crawl_exists(conn, crawl_id):
+                return None
+            records: list[str | None] = []
+            for key in keys:
+                row = conn.execute(Q["result_get"], {"crawl_id": crawl_id, "key": key}).fetchone()
+                records.append(None if row is None else str(row["record"]))
+            return records
+
+        return self._read("reading crawl results", work)
+
     def _cache_get(self, key: str, now: Timestamp | None) -> str | None:
         params = {"key": key, "now": self._now(now)}
         row = self._read(

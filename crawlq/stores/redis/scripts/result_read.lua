@@ -1,12 +1,14 @@
--- result_read.lua: the number of a crawl's results (Store.result_count), or a page of
--- its records in seq order (Store.result_list).
+-- result_read.lua: the number of a crawl's results (Store.result_count), a page of its
+-- records in seq order (Store.result_list), or the records of given keys
+-- (Store.result_get).
 --
 -- KEYS:    none; names are built from the prefix (keys.py)
--- ARGV:    prefix, now (unused), crawl id, mode ('count' or 'list'), then for list:
---          after, limit (whole numbers >= 0)
--- Returns: {-1} if there is no such crawl; else {n} (count) or {n, record...} (list:
---          the records of seqs after + 1, after + 2, ..., at most limit of them), where
---          n is the crawl's number of results.
+-- ARGV:    prefix, now (unused), crawl id, mode ('count', 'list' or 'get'), then for
+--          list: after, limit (whole numbers >= 0); for get: the keys (16 raw bytes each)
+-- Returns: {-1} if there is no such crawl; else {n} (count), {n, record...} (list: the
+--          records of seqs after + 1, after + 2, ..., at most limit of them) or
+--          {n, record or false...} (get: one per key, false for a key without a record),
+--          where n is the crawl's number of results.
 -- Touches: {p}:crawl:{crawl}, {p}:rkeys:{crawl}, {p}:results:{crawl} (read only)
 
 local crawl = ARGV[3]
@@ -15,6 +17,14 @@ if crawl_state(crawl) == nil then
 end
 local n = redis.call('HLEN', K.result_keys(crawl))
 local reply = {n}
+if ARGV[4] == 'get' then
+  local result_keys = K.result_keys(crawl)
+  for i = 5, #ARGV do
+    local seq = redis.call('HGET', result_keys, ARGV[i])
+    reply[#reply + 1] = seq and redis.call('HGET', K.results(crawl), seq) or false
+  end
+  return reply
+end
 if ARGV[4] ~= 'list' then
   return reply
 end
