@@ -219,6 +219,20 @@ _DEFAULTS = CrawlConfig(start_urls=("http://example.com/",))
     "--cron", metavar="EXPR", help="Recurring, on a cron expression (see `crawlq periodic`)."
 )
 @click.option("--tz", default="UTC", show_default=True, help="The time zone of --cron.")
+@click.option(
+    "--revisit-changed",
+    is_flag=True,
+    help="Send each page's If-None-Match / If-Modified-Since from the previous crawl of "
+    "the same name and settings; a 304 is recorded as unchanged (status 304, "
+    "unchanged: true), not parsed or written to the WARC again, its links followed from "
+    "the previous record. Opt-in, also with --every.",
+)
+@click.option(
+    "--rewrite-unchanged",
+    is_flag=True,
+    help="With --revisit-changed and --warc: write a WARC revisit record "
+    "(server-not-modified) for each unchanged page.",
+)
 def crawl(
     urls: tuple[str, ...],
     output: str | None,
@@ -260,6 +274,8 @@ def crawl(
     every: str | None,
     cron: str | None,
     tz: str,
+    revisit_changed: bool,
+    rewrite_unchanged: bool,
 ) -> None:
     """Crawl sites from URL... (and --sitemap), following links within the scope, politely.
 
@@ -292,7 +308,10 @@ def crawl(
     starts a new crawl of the same settings at each fire time (none while the previous
     one is still open), and the first one starts now; the workers do the work, and
     `crawlq crawl-export ID` writes each one's pages. `crawlq periodic` shows, pauses
-    or removes the schedule.
+    or removes the schedule. Add --revisit-changed to fetch only what changed since the
+    previous crawl (conditional requests; a 304 keeps the previous record's content and
+    links, with unchanged: true); each record then also has etag, last_modified, links
+    and unchanged.
 
     With --render each HTML page is loaded into headless Chromium and its links, title
     and body are taken from the DOM after JavaScript ran; for a detached crawl run
@@ -309,6 +328,7 @@ def crawl(
       crawlq crawl https://example.com/ --autothrottle --autothrottle-max 30
       crawlq crawl https://example.com/ --store postgresql://db/crawl --detach
       crawlq crawl https://example.com/ --store postgresql://db/crawl --every 6h
+      crawlq crawl https://example.com/ --every 6h --revisit-changed
       crawlq crawl https://app.example.com/ --render --processes 2 --max-pages 100
     """
     if not urls and not sitemap:
@@ -345,6 +365,8 @@ def crawl(
         sitemaps=sitemaps,
         **request,
         render=render,
+        revisit_changed=revisit_changed,
+        rewrite_unchanged=rewrite_unchanged,
     )
     if parse_hook is not None:
         load_hook(parse_hook)  # here, before the crawl is created: one line if it fails

@@ -103,6 +103,11 @@ class CrawlConfig:
     Rendering: ``render`` loads each HTML page into headless Chromium and takes the DOM
     after JavaScript (``crawlq.crawler.render``); every request the page makes is held
     to the scope's hosts, robots.txt and the address guard.
+
+    Revisits (``crawlq.crawler.revisit``): ``revisit_changed`` sends conditional requests
+    built from the previous crawl of the same name and settings and records a 304 as
+    unchanged (its links followed from the previous record); ``rewrite_unchanged`` writes
+    a WARC revisit record for each unchanged page.
     """
 
     start_urls: tuple[str, ...]
@@ -148,6 +153,9 @@ class CrawlConfig:
     autothrottle_max: float = 60.0
     # -- rendering (crawlq.crawler.render) --
     render: bool = False
+    # -- revisiting only what changed (crawlq.crawler.revisit) --
+    revisit_changed: bool = False
+    rewrite_unchanged: bool = False
     _scope: Scope = field(init=False, repr=False, compare=False)
     _fetch: FetchSettings = field(init=False, repr=False, compare=False)
     _throttle: ThrottleSettings | None = field(init=False, repr=False, compare=False)
@@ -177,11 +185,18 @@ class CrawlConfig:
             "http2",
             "autothrottle",
             "render",
+            "revisit_changed",
+            "rewrite_unchanged",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigurationError(f"{name} must be true or false")
         if self.warc is not None and (not isinstance(self.warc, str) or not self.warc):
             raise ConfigurationError(f"warc must be a file name, not {self.warc!r}")
+        if self.rewrite_unchanged and not (self.revisit_changed and self.warc is not None):
+            raise ConfigurationError(
+                "--rewrite-unchanged writes unchanged pages to the WARC file: it needs "
+                "--revisit-changed and --warc PATH"
+            )
         self._check_data_options()
         self._check_request_options()
         scope = Scope(

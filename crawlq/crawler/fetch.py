@@ -490,6 +490,7 @@ class _State:
     reason: str = ""
     http_version: str = "HTTP/1.1"
     request_headers: tuple[tuple[str, str], ...] = ()
+    conditional: tuple[str, tuple[tuple[str, str], ...]] | None = None
 
 
 def _headers(response: httpx.Response) -> dict[str, str]:
@@ -592,10 +593,14 @@ class Fetcher:
             transport = self._proxied[proxy] = _PoolTransport.through(proxy, self.settings)
         return transport, proxy
 
-    async def fetch(self, url: str) -> FetchResult:
-        """GET ``url`` under the settings' rules; network and page failures set ``error``."""
+    async def fetch(
+        self, url: str, conditional: tuple[str, tuple[tuple[str, str], ...]] | None = None
+    ) -> FetchResult:
+        """GET ``url`` under the settings' rules; network and page failures set ``error``.
+        ``conditional`` is (URL, headers): headers sent only with the request to that URL
+        (``If-None-Match`` to where the previous crawl's redirects ended)."""
         started = time.monotonic()
-        state = _State(final_url=url)
+        state = _State(final_url=url, conditional=conditional)
         token = _PINS.set({})
         try:
             async with asyncio.timeout(self.settings.deadline):
@@ -703,9 +708,10 @@ class Fetcher:
         """Send one GET; read the body into ``state``; the Location to follow, if any."""
         settings = self.settings
         secret = settings.credentials and url.host.lower().rstrip(".") in settings.credential_hosts
-        request = self._client.build_request(
-            "GET", url, headers=settings.credentials if secret else None
-        )
+        extra = list(settings.credentials) if secret else []
+        if state.conditional is not None and state.conditional[0] == str(url):
+            extra += state.conditional[1]
+        request = self._client.build_request("GET", url, headers=extra or None)
         # The transport, not client.send: httpx builds a redirect request for every 3xx
         # even with follow_redirects=False, and raises InvalidURL on odd Locations.
         response = await transport.handle_async_request(request)

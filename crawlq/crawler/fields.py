@@ -4,8 +4,9 @@ A crawl's options add fields to every one of its records, after ``RECORD_FIELDS`
 this order: with sitemaps ``kind`` ("page" or "sitemap") and ``lastmod`` (the sitemap's
 ``<lastmod>`` of the page, null otherwise); the ``--extract`` fields, in the order given;
 with a parse hook ``items`` (what it returned for the page) and ``traceback`` (null unless
-it raised). A record made before any of them was known (a page that failed early) gets
-them as null, so every record of a crawl has the same fields, which are CSV's columns.
+it raised); with ``revisit_changed`` the ``REVISIT_FIELDS`` (``crawlq.crawler.revisit``).
+A record made before any of them was known (a page that failed early) gets them as null,
+so every record of a crawl has the same fields, which are CSV's columns.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from crawlq.crawler.config import CrawlConfig
-from crawlq.crawler.records import RECORD_FIELDS
+from crawlq.crawler.records import RECORD_FIELDS, REVISIT_FIELDS
 
 __all__ = ["crawl_fields", "record_fields", "with_crawl_fields"]
 
@@ -27,6 +28,8 @@ def crawl_fields(config: CrawlConfig) -> list[str]:
         names += config.extractor.names
     if config.parse is not None:
         names += ["items", "traceback"]
+    if config.revisit_changed:
+        names += REVISIT_FIELDS
     return names
 
 

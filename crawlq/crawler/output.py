@@ -36,6 +36,7 @@ __all__ = ["JsonLines", "WarcFile", "check_writable", "worker_warc_path"]
 
 _DROPPED = frozenset({"content-encoding", "transfer-encoding", "content-length"})
 _WARC_1_1 = "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
+_NOT_MODIFIED = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 
 
 def check_writable(path: str, what: str) -> None:
@@ -160,22 +161,32 @@ class WarcFile:
             self._writer.write_record(warcinfo)
             self._stream.flush()
 
-    def write(self, result: FetchResult) -> None:
-        """A request and a response record for a fetch that got a response."""
+    def write(self, result: FetchResult, revisit_of: tuple[str, str] | None = None) -> None:
+        """A request and a response record for a fetch that got a response; with
+        ``revisit_of`` (the URI and date of the earlier capture a 304 confirms) a
+        ``revisit`` record of profile server-not-modified instead of the response."""
         if result.status is None:
             return
         link = {"WARC-Warcinfo-ID": self._info_id}
+        kind, extra = "response", {}
+        if revisit_of is not None:
+            kind = "revisit"
+            extra = {
+                "WARC-Profile": _NOT_MODIFIED,
+                "WARC-Refers-To-Target-URI": revisit_of[0],
+                "WARC-Refers-To-Date": revisit_of[1],
+            }
         headers = [(k, v) for k, v in result.headers.items() if k not in _DROPPED]
         headers.append(("content-length", str(len(result.body))))
         status = f"{result.status} {result.reason}".rstrip()
         http_headers = StatusAndHeaders(status, headers, protocol=result.http_version)
         response = self._writer.create_warc_record(
             result.final_url,
-            "response",
+            kind,
             payload=io.BytesIO(result.body),
             length=len(result.body),
             http_headers=http_headers,
-            warc_headers_dict=dict(link),
+            warc_headers_dict={**link, **extra},
         )
         parts = urllib.parse.urlsplit(result.final_url)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")

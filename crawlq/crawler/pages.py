@@ -67,9 +67,10 @@ from crawlq.crawler.links import extract_links, is_html, page_title, parse_html
 from crawlq.crawler.output import WarcFile, worker_warc_path
 from crawlq.crawler.records import ROBOTS_DISALLOWED, page_record, record_text
 from crawlq.crawler.render import render_page
+from crawlq.crawler.revisit import PREVIOUS_META_KEY, carried_over, conditional_headers, usable
 from crawlq.crawler.sitemaps import MAX_LEVEL, read_sitemap
 from crawlq.crawler.throttle import Throttle
-from crawlq.exceptions import ConfigurationError, Discard, Retry, Snooze
+from crawlq.exceptions import ConfigurationError, CrawlNotFound, Discard, Retry, Snooze
 from crawlq.fingerprint import canonical_url, fingerprint
 from crawlq.jobs import JobSpec
 from crawlq.stores.base import CrawlerStorage, CrawlStore
@@ -138,6 +139,7 @@ class _State:
 
     def __init__(self) -> None:
         self.configs: OrderedDict[int, CrawlConfig] = OrderedDict()
+        self.previous: dict[int, int] = {}  # crawl id -> its previous crawl (revisits)
         self.fetchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Fetcher]] = (
             weakref.WeakKeyDictionary()
         )
@@ -152,9 +154,24 @@ class _State:
             crawl = await asyncio.to_thread(app.get_crawl, crawl_id)
             config = CrawlConfig.from_meta(crawl.meta)
             self.configs[crawl_id] = config
+            previous = crawl.meta.get(PREVIOUS_META_KEY)
+            if isinstance(previous, int):
+                self.previous[crawl_id] = previous
             while len(self.configs) > 256:
-                self.configs.popitem(last=False)
+                self.previous.pop(self.configs.popitem(last=False)[0], None)
         return config
+
+    async def previous_record(self, app: App, crawl_id: int, url: str) -> dict[str, Any] | None:
+        """The previous crawl's record of ``url`` when a conditional request may rest on
+        it (``crawlq.crawler.revisit.usable``); None without one."""
+        previous = self.previous.get(crawl_id)
+        if previous is None:
+            return None
+        try:
+            texts = await asyncio.to_thread(app.store.result_get, previous, [fingerprint(url)])
+        except CrawlNotFound:  # deleted since
+            return None
+        return usable(texts[0])
 
     def fetcher(self, config: CrawlConfig) -> Fetcher:
         loop = asyncio.get_running_loop()
@@ -295,7 +312,13 @@ async def crawl_page(
             return None
         floor = host_delay(config, robots)
 
-    result = await fetcher.fetch(url)
+    previous = None  # the previous crawl's record, when a conditional request rests on it
+    conditional = None
+    if config.revisit_changed and sitemap is None:
+        previous = await state.previous_record(app, crawl_id, url)
+        if previous is not None:
+            conditional = (str(previous["final_url"]), conditional_headers(previous))
+    result = await fetcher.fetch(url, conditional)
     if config.render:  # the DOM after JavaScript; its failures are retried as network errors
         result = await render_page(app, config, result, ctx.worker_id)
     if config.throttle is not None and ctx.job.limit_key:
@@ -331,6 +354,50 @@ async def crawl_page(
         await keep(record)
         return None
 
+    unchanged = previous if status == 304 and result.error is None else None
+    if unchanged is not None:  # not parsed again: the page is as it was
+        record = page_record(url, depth=depth, referrer=referrer, result=result)
+        record = carried_over(record, unchanged, config)
+        links = list(unchanged["links"])
+    else:
+        record, links = await _parsed(ctx, config, url, depth, referrer, result, give_up)
+    if config.revisit_changed:  # what the next crawl's conditional requests rest on
+        record.setdefault("unchanged", False)
+        for name, header in (("etag", "etag"), ("last_modified", "last-modified")):
+            record[name] = result.headers.get(header) or record.get(name)
+        record["links"] = [link for link in links if config.scope_rules.admits(link, 0)]
+    warc = state.warc(crawl_id, config)
+    if warc is not None and result.status is not None:
+        if unchanged is None:
+            await asyncio.to_thread(warc.write, result)
+        elif config.rewrite_unchanged:
+            revisit_of = (str(unchanged["final_url"]), str(unchanged["fetched_at"]))
+            await asyncio.to_thread(warc.write, result, revisit_of)
+    if result.error is not None:
+        await give_up(record, result.error)
+    if links and result.redirects and not await _owns_target(ctx, crawl_id, url, result):
+        links = []  # another page job of the crawl fetches the redirect's target itself
+    admitted = _admitted(config, links, depth + 1, url)
+    if cap is not None:  # only links new to the crawl, as many as it has room for
+        admitted = iter(await _unseen(app, crawl_id, admitted, await cap.room()))
+    _follow(ctx, admitted, depth + 1, url)
+    await keep(record)
+    return None
+
+
+async def _parsed(
+    ctx: JobContext,
+    config: CrawlConfig,
+    url: str,
+    depth: int,
+    referrer: str | None,
+    result: FetchResult,
+    give_up: Callable[[dict[str, Any], str], Awaitable[NoReturn]],
+) -> tuple[dict[str, Any], list[str]]:
+    """The record of a fetched page and the links it follows: an HTML page parsed for
+    its title, links and ``--extract`` fields, then handed to the parse hook."""
+    status = result.status
+    last = ctx.attempt >= config.max_attempts
     title: str | None = None
     links: list[str] = []
     fields: dict[str, Any] = {}
@@ -364,19 +431,7 @@ async def crawl_page(
         record["items"] = parsed.items
         if parsed.links is not None:
             links = list(parsed.links)
-    warc = state.warc(crawl_id, config)
-    if warc is not None and result.status is not None:
-        await asyncio.to_thread(warc.write, result)
-    if result.error is not None:
-        await give_up(record, result.error)
-    if links and result.redirects and not await _owns_target(ctx, crawl_id, url, result):
-        links = []  # another page job of the crawl fetches the redirect's target itself
-    admitted = _admitted(config, links, depth + 1, url)
-    if cap is not None:  # only links new to the crawl, as many as it has room for
-        admitted = iter(await _unseen(app, crawl_id, admitted, await cap.room()))
-    _follow(ctx, admitted, depth + 1, url)
-    await keep(record)
-    return None
+    return record, links
 
 
 async def _sitemap(

@@ -19,7 +19,8 @@ Fields (every record has all of them, ``null`` where there is no value):
 
 A crawl's options add fields after these, to every record of the crawl: its
 ``--extract`` fields (``crawlq.crawler.extract``), and the ``RESERVED_FIELDS`` of the
-parse hook and of sitemaps (``crawlq.crawler.items``, ``crawlq.crawler.sitemaps``).
+parse hook, of sitemaps and of revisits (``crawlq.crawler.items``,
+``crawlq.crawler.sitemaps``, ``crawlq.crawler.revisit``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from crawlq.crawler.fetch import FetchResult
 __all__ = [
     "RECORD_FIELDS",
     "RESERVED_FIELDS",
+    "REVISIT_FIELDS",
     "ROBOTS_DISALLOWED",
     "page_record",
     "record_text",
@@ -58,9 +60,13 @@ RECORD_FIELDS = (
     "error",
 )
 
+#: Fields every record of a crawl with ``revisit_changed`` has (``crawlq.crawler.revisit``).
+REVISIT_FIELDS = ("etag", "last_modified", "links", "unchanged")
+
 #: Fields some crawls add (parse hook: ``items``, ``traceback``; sitemaps: ``kind``,
-#: ``lastmod``): no ``--extract`` field may take these names either.
-RESERVED_FIELDS = ("items", "traceback", "kind", "lastmod")
+#: ``lastmod``; revisits: ``REVISIT_FIELDS``): no ``--extract`` field may take these names
+#: either.
+RESERVED_FIELDS = ("items", "traceback", "kind", "lastmod", *REVISIT_FIELDS)
 
 
 def _now() -> str:

@@ -4,7 +4,9 @@ crawl with the same settings (``crawlq crawl URL --every 6h``, or ``recrawl_ever
 The schedule's job is ``crawlq.recrawl`` (queue ``crawl``), run by any worker of the
 built-in crawler: it creates the crawl, as ``crawlq crawl --detach`` would, and the
 workers fetch its pages. While an earlier crawl of the same name and settings is still
-open (running or paused), a fire starts nothing: crawls are never stacked.
+open (running or paused), a fire starts nothing: crawls are never stacked. With
+``revisit_changed`` each new crawl revisits only what changed since the one before
+(``crawlq.crawler.revisit``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from crawlq.crawler.config import CONFIG_META_KEY, PAGE_QUEUE, CrawlConfig
+from crawlq.crawler.revisit import PREVIOUS_META_KEY, previous_crawl
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo
 from crawlq.jobs import Outcome
 from crawlq.periodic import Periodic
@@ -52,12 +55,19 @@ def open_crawl(app: App, name: str, meta: dict[str, Any]) -> CrawlInfo | None:
 
 
 def start_crawl(app: App, name: str, config: CrawlConfig) -> CrawlInfo:
-    """A new crawl of ``config``, its start URLs scheduled."""
+    """A new crawl of ``config``, its start URLs scheduled; with ``revisit_changed`` its
+    meta names the previous crawl of the same name and settings, if there is one
+    (``crawlq.crawler.revisit``)."""
     from crawlq.crawler.pages import page_spec, sitemap_spec  # it imports this module
 
     start = [page_spec(app, url) for url in config.start_urls]
     start += [sitemap_spec(app, url) for url in config.sitemaps]
-    return app.crawl(name, start, meta=config.to_meta(), limits=config.limits)
+    meta = config.to_meta()
+    if config.revisit_changed:
+        previous = previous_crawl(app, name, config)
+        if previous is not None:
+            meta[PREVIOUS_META_KEY] = previous
+    return app.crawl(name, start, meta=meta, limits=config.limits)
 
 
 def recrawl(ctx: JobContext, name: str, meta: dict[str, Any]) -> int | None:
