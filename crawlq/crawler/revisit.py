@@ -83,7 +83,8 @@ def usable(text: str | None) -> dict[str, Any] | None:
     if not isinstance(record, dict) or record.get("error") is not None:
         return None
     status = record.get("status")
-    if not isinstance(status, int) or not (200 <= status < 300 or status == 304):
+    revisited = status == 304 and record.get("unchanged") is True
+    if not isinstance(status, int) or not (200 <= status < 300 or revisited):
         return None
     if not isinstance(record.get("links"), list) or not isinstance(record.get("final_url"), str):
         return None

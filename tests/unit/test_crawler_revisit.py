@@ -21,9 +21,10 @@ from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untype
 import crawlq
 from crawlq.cli import cli
 from crawlq.crawler.config import CrawlConfig
-from crawlq.crawler.revisit import PREVIOUS_META_KEY
+from crawlq.crawler.revisit import PREVIOUS_META_KEY, conditional_headers, usable
 from crawlq.crawler.runner import EXIT_FINISHED, CrawlRunner
 from crawlq.exceptions import ConfigurationError
+from tests.localserver import serving
 
 OLD = "Mon, 02 Feb 2026 10:00:00 GMT"
 NEW = "Tue, 03 Feb 2026 10:00:00 GMT"
@@ -90,11 +91,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def site() -> Iterator[Site]:
-    server = Site()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
-    server.server_close()
+    with serving(Site()) as server:
+        yield server
 
 
 def settings(site: Site, tmp_path: Path, **overrides: Any) -> CrawlConfig:
@@ -236,3 +234,21 @@ def test_the_command_takes_the_options(tmp_path: Path, site: Site) -> None:
     refused = CliRunner().invoke(cli, [*base, "--rewrite-unchanged"])
     assert refused.exit_code != 0
     assert "--rewrite-unchanged writes unchanged pages to the WARC file" in refused.output
+
+
+def test_which_previous_records_a_conditional_request_rests_on() -> None:
+    base = {"status": 200, "error": None, "final_url": "http://x/", "links": [], "etag": '"1"'}
+    assert usable(json.dumps(base)) == base
+    assert conditional_headers(base) == (("If-None-Match", '"1"'),)
+    dated = {**base, "etag": None, "last_modified": OLD}
+    assert conditional_headers(dated) == (("If-Modified-Since", OLD),)
+    assert usable(json.dumps({**base, "status": 304, "unchanged": True})) is not None
+    for bad in (
+        {**base, "etag": None},  # no validator
+        {**base, "error": "timeout"},
+        {**base, "status": 404},
+        {**base, "status": 304},  # a 304 nobody asked for: nothing carried
+        {k: v for k, v in base.items() if k != "links"},  # made without --revisit-changed
+    ):
+        assert usable(json.dumps(bad)) is None, bad
+    assert usable(None) is None and usable("not json") is None and usable("[1]") is None
