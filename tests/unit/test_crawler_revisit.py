@@ -9,6 +9,7 @@ import hashlib
 import http.server
 import json
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,9 +21,13 @@ from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untype
 
 import crawlq
 from crawlq.cli import cli
-from crawlq.crawler.config import CrawlConfig
+from crawlq.config import WorkerSettings
+from crawlq.crawler.config import PAGE_QUEUE, CrawlConfig
+from crawlq.crawler.pages import install
+from crawlq.crawler.recurring import recrawl_every
 from crawlq.crawler.revisit import PREVIOUS_META_KEY, conditional_headers, usable
 from crawlq.crawler.runner import EXIT_FINISHED, CrawlRunner
+from crawlq.crawls import CrawlState
 from crawlq.exceptions import ConfigurationError
 from tests.localserver import serving
 
@@ -252,3 +257,29 @@ def test_which_previous_records_a_conditional_request_rests_on() -> None:
     ):
         assert usable(json.dumps(bad)) is None, bad
     assert usable(None) is None and usable("not json") is None and usable("[1]") is None
+
+
+def test_a_recurring_crawl_revisits_only_what_changed(
+    app: crawlq.App, site: Site, tmp_path: Path
+) -> None:
+    cfg = settings(site, tmp_path)
+    recrawl_every(app, cfg, name="site", every=1)
+    install(app)
+    worker = crawlq.Worker(
+        app, WorkerSettings(queues=(PAGE_QUEUE,), concurrency=4, poll_timeout=0.1)
+    )
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if sum(c.state is CrawlState.FINISHED for c in app.crawls()) >= 2:
+                break
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+        thread.join(30)
+    first, second = [c for c in app.crawls() if c.state is CrawlState.FINISHED][:2]
+    assert second.meta[PREVIOUS_META_KEY] == first.id
+    records = [json.loads(text) for _, text in app.store.result_list(second.id)]
+    assert len(records) == 4 and {(r["status"], r["unchanged"]) for r in records} == {(304, True)}
