@@ -34,6 +34,10 @@ its failure is retried like a network error). A job whose ``sitemap`` argument i
 fetches a sitemap file instead (``crawlq.crawler.sitemaps``): its pages become page jobs
 at depth 0 carrying their ``lastmod``, its sitemaps more sitemap jobs.
 
+With ``revisit_changed`` the fetch carries ``If-None-Match`` / ``If-Modified-Since`` from
+the previous crawl's record of the URL, and a 304 is recorded as unchanged with that
+record's content and links, not parsed again (``crawlq.crawler.revisit``).
+
 A page whose last attempt failed is recorded and then goes to the dead-letter queue
 (``Discard``), so ``dead`` in the crawl's counts is the number of failed pages.
 """
