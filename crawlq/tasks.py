@@ -6,7 +6,7 @@ import inspect
 import logging
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, Unpack, overload
 
@@ -185,6 +185,9 @@ class Task(Generic[P, R]):
         self.options = options
         self.template = options.template(name)
         """The spec of a call without arguments or options (``TaskOptions.template``)."""
+        self._template_fields = {f: getattr(self.template, f) for f in _SPEC_FIELDS}
+        """The template as keyword arguments: a call's spec is built from them directly
+        (``dataclasses.replace`` would read every field again on each call)."""
         self.signature = inspect.signature(fn)
         params = list(self.signature.parameters.values())[1:]
         self.arg_names: tuple[str, ...] = tuple(p.name for p in params)
@@ -223,7 +226,12 @@ class Task(Generic[P, R]):
         plain_args, plain_kwargs = encode_arguments(
             self.name, args, kwargs, names=self.arg_names, max_bytes=self.app.max_payload_bytes
         )
-        return replace(self.template, args=plain_args, kwargs=plain_kwargs, **fields)
+        return self.from_template(args=plain_args, kwargs=plain_kwargs, **fields)
+
+    def from_template(self, **fields: Any) -> JobSpec:
+        """The task's template with ``fields`` (JobSpec fields, already checked) set: the
+        fast way to build many specs (the crawler's links)."""
+        return JobSpec(**{**self._template_fields, **fields})
 
     def with_options(self, **options: Unpack[ScheduleOptions]) -> BoundTask[P, R]:
         """This task with schedule options set for the jobs it schedules:

@@ -56,7 +56,6 @@ import traceback
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from dataclasses import replace
 from datetime import UTC
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -527,19 +526,18 @@ def _follow(
     sitemap: int | None = None,
 ) -> None:
     """Schedule links as page jobs of this crawl, each with ``seen=`` its URL. The specs
-    are the task's template (``Task.template``: every option of the task) with the link's
-    fields set, not ``ctx.schedule``'s: the arguments are known JSON (two strings and an
+    are the task's template (``Task.from_template``: every option of the task) with the
+    link's fields set, not ``ctx.schedule``'s: the arguments are known JSON (two strings and an
     int, and from a sitemap its ``lastmod`` and ``sitemap`` level) and the fingerprint is
     at hand, so the generic call checks and encoding are skipped (a page has tens of
     links)."""
-    template = ctx.app.get_task(PAGE_TASK).template
+    task = ctx.app.get_task(PAGE_TASK)
     for link, key, fp in admitted:
         args: list[Any] = [link, depth, page]
         when = lastmods.get(link) if lastmods else None
         if when is not None or sitemap is not None:
             args += [when, sitemap]
-        spec = replace(
-            template,
+        spec = task.from_template(
             args=args,
             priority=-depth,
             crawl=ctx.crawl_id,
