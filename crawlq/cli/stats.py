@@ -8,9 +8,11 @@ import click
 from rich.table import Table
 
 from crawlq.cli.common import json_option, open_app, target_options
-from crawlq.cli.output import cell, human_age, print_rows, table
+from crawlq.cli.output import cell, human_age, iso_local, print_rows, table
 from crawlq.cli.watch import check_watch, run_watch, stamp, watch_option
+from crawlq.config import store_command
 from crawlq.jobs import QueueStats
+from crawlq.periodic import PeriodicInfo
 
 
 def stats_to_dict(s: QueueStats) -> dict[str, object]:
@@ -48,6 +50,8 @@ def stats(as_json: bool, watch: float | None) -> None:
 
     --json prints a list of objects with the fields queue, due, scheduled, waiting, held,
     running, done, dead, cancelled, oldest_due_age (seconds or null) and done_last_minute.
+    The table is followed, when the store holds periodic schedules, by one line: how many,
+    how many paused, and the next fire time (`crawlq periodic list` shows each).
 
     \b
     Example:
@@ -60,6 +64,8 @@ def stats(as_json: bool, watch: float | None) -> None:
             run_watch(watch, lambda: stamp(stats_table(app.stats())))
             return
         rows = app.stats()
+        schedules = [] if as_json else app.schedules.stored()
+        hint = store_command("periodic list", app.store_url)
     print_rows(
         rows,
         as_json=as_json,
@@ -67,6 +73,17 @@ def stats(as_json: bool, watch: float | None) -> None:
         render=stats_table,
         empty="no queues yet: nothing has been scheduled in this store",
     )
+    if schedules:
+        click.echo(periodic_line(schedules, hint))
+
+
+def periodic_line(schedules: Sequence[PeriodicInfo], hint: str) -> str:
+    """One line on the store's periodic schedules: how many, how many paused, the next
+    fire time of the running ones, and the command that lists them."""
+    paused = sum(1 for s in schedules if s.paused)
+    running = [s.next_fire for s in schedules if not s.paused]
+    next_fire = f"; next fire {iso_local(min(running))}" if running else ""
+    return f"periodic schedules: {len(schedules)} ({paused} paused){next_fire}; {hint} lists them"
 
 
 def stats_table(rows: Sequence[QueueStats]) -> Table:

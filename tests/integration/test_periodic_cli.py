@@ -155,3 +155,18 @@ def test_with_an_app_the_task_options_apply(
         assert unknown.exit_code == 1 and "no task named 'nope'" in unknown.output
     finally:
         sys.modules.pop("periodictasks", None)
+
+
+def test_stats_counts_the_schedules_and_names_the_next_fire(store: str) -> None:
+    run(store, "schedule", "fetch", "--args", "[1]")
+    assert "periodic" not in run(store, "stats").stdout
+    run(store, "periodic", "add", "hourly", "fetch", "--every", "1h")
+    run(store, "periodic", "add", "nightly", "fetch", "--cron", "0 3 * * *")
+    run(store, "periodic", "pause", "nightly")
+    hourly = as_json(run(store, "periodic", "list", "--json"))
+    out = run(store, "stats").stdout
+    line = next(line for line in out.splitlines() if line.startswith("periodic schedules"))
+    assert line.startswith("periodic schedules: 2 (1 paused); next fire ")
+    assert f"`crawlq periodic list --store {store}` lists them" in line
+    assert isinstance(hourly, list) and len(hourly) == 2
+    assert "periodic" not in run(store, "stats", "--json").stdout  # JSON keeps its shape
