@@ -414,3 +414,15 @@ class CrawlConfig:
         """A short hash of the settings: the same command gives the same value."""
         text = json.dumps(self.to_meta(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def stored_settings(meta: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A crawl's settings as this release writes them (``CrawlConfig.to_meta``): the
+    settings an earlier release stored lack the fields added since, which take their
+    defaults, so the same command still finds its crawl after an upgrade. None for a
+    crawl without valid crawler settings."""
+    try:
+        settings: dict[str, Any] = CrawlConfig.from_meta(meta).to_meta()[CONFIG_META_KEY]
+    except (ConfigurationError, TypeError, ValueError):
+        return None
+    return settings

@@ -15,7 +15,7 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from crawlq.crawler.config import CONFIG_META_KEY, PAGE_QUEUE, CrawlConfig
+from crawlq.crawler.config import CONFIG_META_KEY, PAGE_QUEUE, CrawlConfig, stored_settings
 from crawlq.crawler.revisit import PREVIOUS_META_KEY, previous_crawl
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo
 from crawlq.jobs import Outcome
@@ -46,7 +46,7 @@ def open_crawl(app: App, name: str, meta: dict[str, Any]) -> CrawlInfo | None:
             if (
                 crawl.state in OPEN_CRAWL_STATES
                 and crawl.name == name
-                and crawl.meta.get(CONFIG_META_KEY) == wanted
+                and stored_settings(crawl.meta) == wanted
             ):
                 return crawl
         if len(batch) < 500:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from crawlq.crawler.config import stored_settings
 from crawlq.crawler.records import REVISIT_FIELDS
 from crawlq.crawls import OPEN_CRAWL_STATES
 
@@ -63,7 +64,7 @@ def previous_crawl(app: App, name: str, config: CrawlConfig) -> int | None:
             if (
                 crawl.state not in OPEN_CRAWL_STATES
                 and crawl.name == name
-                and crawl.meta.get(key) == wanted[key]
+                and stored_settings(crawl.meta) == wanted[key]
             ):
                 latest = crawl.id if latest is None else max(latest, crawl.id)
         if len(batch) < 500:

@@ -99,3 +99,25 @@ def test_the_command_stores_the_schedule_and_starts_the_first_crawl(
     assert '"name": "crawl:mine"' in listed.stdout and '"every": 21600.0' in listed.stdout
     refused = CliRunner().invoke(cli, [*base, "--every", "6h", "-o", "x.jsonl"])
     assert refused.exit_code == 2 and "crawlq crawl-export ID" in refused.output
+
+
+def test_a_crawl_an_earlier_release_started_is_found_again_after_the_upgrade(
+    tmp_path: Path,
+) -> None:
+    """Settings stored before a field existed take its default: the same command finds
+    (and resumes) the open crawl instead of starting a new one; other settings do not."""
+    from crawlq.crawler.config import CONFIG_META_KEY
+    from crawlq.crawler.pages import page_spec
+    from crawlq.crawler.recurring import open_crawl
+
+    app = crawlq.App(f"sqlite:///{tmp_path / 'jobs.db'}")
+    install(app)
+    config = CrawlConfig(start_urls=("http://127.0.0.1:9/",), allow_private=True)
+    meta = config.to_meta()
+    older = {k: v for k, v in meta[CONFIG_META_KEY].items() if k not in {"render", "parse"}}
+    start = [page_spec(app, "http://127.0.0.1:9/")]  # no worker runs: it stays open
+    crawl = app.crawl("old", start, meta={CONFIG_META_KEY: older})
+    assert open_crawl(app, "old", meta) is not None
+    assert open_crawl(app, "old", meta).id == crawl.id  # type: ignore[union-attr]
+    other = CrawlConfig(start_urls=("http://127.0.0.1:9/",), allow_private=True, max_depth=1)
+    assert open_crawl(app, "old", other.to_meta()) is None
