@@ -148,6 +148,8 @@ def parse_json_option(
         return kind()
     name = "array" if kind is list else "object"
     wanted = f"{option} must be a JSON {name}, e.g. {_EXAMPLES[name]}"
+    if _nesting(raw) > MAX_DEPTH + 1:  # the array or object itself is one level
+        raise click.UsageError(f"{wanted}; it nests arrays or objects more than {MAX_DEPTH} deep")
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
@@ -155,13 +157,33 @@ def parse_json_option(
             f"{wanted}; {raw!r} is not valid JSON ({exc.msg} at column {exc.colno}). "
             "Quote it for the shell and use double quotes inside"
         ) from None
-    except RecursionError:
-        raise click.UsageError(
-            f"{wanted}; it nests arrays or objects more than {MAX_DEPTH} deep"
-        ) from None
     if not isinstance(value, kind):
         got = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
             type(value), "a number" if isinstance(value, int | float) else "null"
         )
         raise click.UsageError(f"{wanted}; {raw!r} is {got}")
     return value
+
+
+def _nesting(raw: str) -> int:
+    """How deep arrays and objects nest in the JSON text ``raw`` (brackets inside strings
+    do not count), read before parsing: the parser's own limit is the interpreter's
+    recursion limit, which other code may have raised."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
