@@ -14,14 +14,13 @@ from psycopg.rows import DictRow
 
 from crawlq.crawls import OPEN_CRAWL_STATES
 from crawlq.stores._sqlfile import load_queries
-from crawlq.stores.postgres.core import PostgresCore
+from crawlq.stores.postgres.core import PostgresCore, Q
 from crawlq.types import Timestamp
 
 T = TypeVar("T")
 Conn = psycopg.Connection[DictRow]
 
-Q = load_queries("crawlq.stores.postgres", "crawl_delete.sql")
-STORE_Q = load_queries("crawlq.stores.postgres")
+DQ = load_queries("crawlq.stores.postgres", "crawl_delete.sql")
 _OPEN = frozenset(s.value for s in OPEN_CRAWL_STATES)
 
 
@@ -33,10 +32,10 @@ class CrawlDeleteMixin(PostgresCore):
         ``crawl_cancel``: they become running, and the crawl finishes after them."""
 
         def work(conn: Conn) -> int:
-            row = conn.execute(STORE_Q["crawl_get"], {"id": crawl_id}).fetchone()
+            row = conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone()
             if row is None or row["state"] not in _OPEN:
                 return 0
-            return conn.execute(STORE_Q["crawl_cancel_jobs"], {"id": crawl_id, "now": now}).rowcount
+            return conn.execute(Q["crawl_cancel_jobs"], {"id": crawl_id, "now": now}).rowcount
 
         return self._run("dropping a crawl's pending jobs", work)
 
@@ -44,7 +43,7 @@ class CrawlDeleteMixin(PostgresCore):
         params = {"id": crawl_id, "now": now}
 
         def work(conn: Conn) -> bool:
-            if conn.execute(STORE_Q["crawl_get"], params).fetchone() is None:
+            if conn.execute(Q["crawl_get"], params).fetchone() is None:
                 return False
             for query in (
                 "crawl_cancel_live_jobs",
@@ -54,7 +53,7 @@ class CrawlDeleteMixin(PostgresCore):
                 "crawl_delete_result_seq",
                 "crawl_delete_seen",
             ):
-                conn.execute(Q[query], params)
-            return conn.execute(Q["crawl_delete_row"], params).fetchone() is not None
+                conn.execute(DQ[query], params)
+            return conn.execute(DQ["crawl_delete_row"], params).fetchone() is not None
 
         return self._run("deleting a crawl", work)

@@ -12,13 +12,13 @@ from typing import TypeVar
 
 from crawlq.crawls import OPEN_CRAWL_STATES
 from crawlq.stores._sqlfile import load_queries
+from crawlq.stores.sqlite.core import Q
 from crawlq.stores.sqlite.scheduling import SQLiteScheduling, Touched
 from crawlq.types import Timestamp
 
 T = TypeVar("T")
 
-Q = load_queries("crawlq.stores.sqlite", "crawl_delete.sql")
-STORE_Q = load_queries("crawlq.stores.sqlite")
+DQ = load_queries("crawlq.stores.sqlite", "crawl_delete.sql")
 _OPEN = frozenset(s.value for s in OPEN_CRAWL_STATES)
 
 
@@ -29,10 +29,10 @@ class CrawlDeleteMixin(SQLiteScheduling):
         t = self._now(now)
 
         def work(conn: sqlite3.Connection) -> int:
-            row = conn.execute(Q["crawl_state"], {"id": crawl_id}).fetchone()
+            row = conn.execute(DQ["crawl_state"], {"id": crawl_id}).fetchone()
             if row is None or row["state"] not in _OPEN:
                 return 0
-            rows = conn.execute(STORE_Q["crawl_cancel_jobs"], {"id": crawl_id, "now": t}).fetchall()
+            rows = conn.execute(Q["crawl_cancel_jobs"], {"id": crawl_id, "now": t}).fetchall()
             touched = Touched()
             touched.keys.update(r["limit_key"] for r in rows if r["limit_key"] is not None)
             touched.crawls.add(crawl_id)
@@ -46,10 +46,10 @@ class CrawlDeleteMixin(SQLiteScheduling):
 
         def work(conn: sqlite3.Connection) -> bool:
             params = {"id": crawl_id, "now": t}
-            if conn.execute(Q["crawl_state"], params).fetchone() is None:
+            if conn.execute(DQ["crawl_state"], params).fetchone() is None:
                 return False
-            conn.execute(Q["crawl_close"], params)  # no on_finish for a deleted crawl
-            rows = conn.execute(Q["crawl_cancel_live_jobs"], params).fetchall()
+            conn.execute(DQ["crawl_close"], params)  # no on_finish for a deleted crawl
+            rows = conn.execute(DQ["crawl_cancel_live_jobs"], params).fetchall()
             touched = Touched()
             touched.keys.update(r["limit_key"] for r in rows if r["limit_key"] is not None)
             self._settle(conn, touched, t)
@@ -59,7 +59,7 @@ class CrawlDeleteMixin(SQLiteScheduling):
                 "crawl_delete_seen",
                 "crawl_delete_row",
             ):
-                conn.execute(Q[query], params)
+                conn.execute(DQ[query], params)
             return True
 
         return self._write("deleting a crawl", work)
