@@ -17,9 +17,6 @@ from crawlq.stores.base import JobFilter
 from crawlq.stores.redis.core import RedisCore, now_arg
 from crawlq.types import Timestamp
 
-if TYPE_CHECKING:
-    pass
-
 
 class CrawlDeleteMixin(RedisCore):
     """Dropping a crawl's pending jobs; deleting a crawl with everything it has."""
