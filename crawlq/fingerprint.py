@@ -17,8 +17,6 @@ import functools
 import hashlib
 from urllib.parse import urlsplit, urlunsplit
 
-from w3lib.url import canonicalize_url
-
 from crawlq.exceptions import ConfigurationError
 
 FINGERPRINT_BYTES = 16
@@ -29,7 +27,10 @@ _CACHED = 32_768
 @functools.lru_cache(maxsize=_CACHED)
 def canonical_url(url: str) -> str:
     """The canonical form of ``url`` (steps 1 and 2 of the module's rule); the last
-    ``_CACHED`` answers are remembered (a crawl meets the same links on many pages)."""
+    ``_CACHED`` answers are remembered (a crawl meets the same links on many pages).
+    w3lib is imported on the first call: a worker that meets no URL key never loads it."""
+    from w3lib.url import canonicalize_url
+
     canonical = canonicalize_url(url)
     parts = urlsplit(canonical)
     netloc = parts.netloc

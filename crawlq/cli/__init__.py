@@ -16,29 +16,39 @@ from __future__ import annotations
 import click
 
 from crawlq.cli.common import CrawlqGroup, Target, group_target_options
-from crawlq.cli.crawl import crawl, crawl_export
-from crawlq.cli.crawls import (
-    crawl_cancel,
-    crawl_delete,
-    crawl_pause,
-    crawl_resume,
-    crawl_status,
-    crawls,
-)
-from crawlq.cli.dlq import dlq
-from crawlq.cli.jobs import cancel, job, jobs, prune, reschedule
-from crawlq.cli.limits import limit
-from crawlq.cli.periodic import periodic
-from crawlq.cli.schedule import schedule
-from crawlq.cli.stats import stats
-from crawlq.cli.web import web
-from crawlq.cli.worker import worker
-from crawlq.cli.workers import workers
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-@click.group("crawlq", cls=CrawlqGroup, context_settings=CONTEXT_SETTINGS)
+COMMANDS = {
+    "crawl": "crawlq.cli.crawl:crawl",
+    "crawl-export": "crawlq.cli.crawl:crawl_export",
+    "worker": "crawlq.cli.worker:worker",
+    "workers": "crawlq.cli.workers:workers",
+    "schedule": "crawlq.cli.schedule:schedule",
+    "periodic": "crawlq.cli.periodic:periodic",
+    "stats": "crawlq.cli.stats:stats",
+    "jobs": "crawlq.cli.jobs:jobs",
+    "job": "crawlq.cli.jobs:job",
+    "cancel": "crawlq.cli.jobs:cancel",
+    "reschedule": "crawlq.cli.jobs:reschedule",
+    "prune": "crawlq.cli.jobs:prune",
+    "dlq": "crawlq.cli.dlq:dlq",
+    "crawls": "crawlq.cli.crawls:crawls",
+    "crawl-status": "crawlq.cli.crawls:crawl_status",
+    "crawl-pause": "crawlq.cli.crawls:crawl_pause",
+    "crawl-resume": "crawlq.cli.crawls:crawl_resume",
+    "crawl-cancel": "crawlq.cli.crawls:crawl_cancel",
+    "crawl-delete": "crawlq.cli.crawls:crawl_delete",
+    "limit": "crawlq.cli.limits:limit",
+    "web": "crawlq.cli.web:web",
+}
+"""Each command and where it lives (``module:attribute``). A command's module is imported
+when the command runs (or ``--help`` lists it): ``crawlq worker`` does not load the
+crawler's or the web server's dependencies."""
+
+
+@click.group("crawlq", cls=CrawlqGroup, commands_from=COMMANDS, context_settings=CONTEXT_SETTINGS)
 @group_target_options
 @click.version_option(package_name="crawlq", prog_name="crawlq")
 @click.pass_context
@@ -58,32 +68,6 @@ def cli(ctx: click.Context) -> None:
       crawlq stats
     """
     ctx.ensure_object(Target)
-
-
-for command in (
-    crawl,
-    crawl_export,
-    worker,
-    workers,
-    schedule,
-    periodic,
-    stats,
-    jobs,
-    job,
-    cancel,
-    reschedule,
-    prune,
-    dlq,
-    crawls,
-    crawl_status,
-    crawl_pause,
-    crawl_resume,
-    crawl_cancel,
-    crawl_delete,
-    limit,
-    web,
-):
-    cli.add_command(command)
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -194,7 +194,25 @@ def open_app(*, create: bool = False) -> Iterator[App]:
 
 
 class CrawlqGroup(click.Group):
-    """A group that turns every ``CrawlqError`` into a one-line message and exit code 1."""
+    """A group that turns every ``CrawlqError`` into a one-line message and exit code 1,
+    and imports each of its commands from ``commands_from`` (name: ``module:attribute``)
+    only when it is asked for."""
+
+    def __init__(
+        self, *args: Any, commands_from: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self._commands_from = dict(commands_from or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self._commands_from, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self._commands_from:
+            module, _, attribute = self._commands_from[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module), attribute)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

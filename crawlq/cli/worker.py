@@ -19,8 +19,9 @@ from crawlq.config import (
     RUNTIME_NAMES,
     WorkerSettings,
 )
-from crawlq.crawler.pages import install as install_crawler
 from crawlq.crawler.standalone import APP_REF as STANDALONE_APP
+from crawlq.crawler.tasks import install as install_crawler
+from crawlq.crawler.tasks import preload as preload_crawler
 from crawlq.worker.worker import Worker
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -184,6 +185,7 @@ def worker(
     )
     with open_app(create=True) as app, logging_to_stderr(log_level):
         install_crawler(app)
+        preload_crawler(app)
         running = Worker(app, settings, app_ref=app_reference() or STANDALONE_APP)
         running.run()
         click.echo(summary(running))

@@ -1,10 +1,11 @@
 """The page task: fetch one page of a crawl, record it, follow its links.
 
-``install(app)`` registers the task ``crawlq.page`` (queue ``crawl``) on an app; every
-``crawlq worker`` has it, so any worker of a store can run any crawl's pages. A page job
-is ``page(url, depth, referrer)`` in a crawl whose meta holds its ``CrawlConfig``; its
-limit key is the page's host (``hosts.limit_key``), so the store enforces the host's
-politeness on every worker together.
+``crawlq.crawler.tasks.install(app)`` registers the task ``crawlq.page`` (queue ``crawl``),
+whose body is ``crawl_page`` here, on an app; every ``crawlq worker`` has it, so any
+worker of a store can run any crawl's pages. A page job is ``page(url, depth,
+referrer)`` in a crawl whose meta holds its ``CrawlConfig``; its limit key is the page's
+host (``hosts.limit_key``), so the store enforces the host's politeness on every worker
+together.
 
 One attempt:
 
@@ -60,7 +61,7 @@ from datetime import UTC
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from crawlq.context import JobContext
-from crawlq.crawler.config import PAGE_QUEUE, CrawlConfig
+from crawlq.crawler.config import CrawlConfig
 from crawlq.crawler.extract import Document
 from crawlq.crawler.fetch import Fetcher, FetchResult
 from crawlq.crawler.fields import with_crawl_fields
@@ -72,6 +73,7 @@ from crawlq.crawler.records import ROBOTS_DISALLOWED, page_record, record_text
 from crawlq.crawler.render import render_page
 from crawlq.crawler.revisit import PREVIOUS_META_KEY, carried_over, conditional_headers, usable
 from crawlq.crawler.sitemaps import MAX_LEVEL, read_sitemap
+from crawlq.crawler.tasks import PAGE_TASK, install
 from crawlq.crawler.throttle import Throttle
 from crawlq.exceptions import ConfigurationError, CrawlNotFound, Discard, Retry, Snooze
 from crawlq.fingerprint import canonical_url, fingerprint
@@ -81,11 +83,8 @@ from crawlq.worker.loops import at_loop_close
 
 if TYPE_CHECKING:
     from crawlq.app import App
-    from crawlq.tasks import Task
 
-__all__ = ["PAGE_TASK", "drop_pending", "install", "page_spec", "sitemap_spec", "use_warc"]
-
-PAGE_TASK = "crawlq.page"
+__all__ = ["crawl_page", "drop_pending", "page_spec", "sitemap_spec", "use_warc"]
 
 #: Errors after which another attempt cannot help.
 _FINAL_ERRORS = (
@@ -601,21 +600,3 @@ def sitemap_spec(app: App, url: str) -> JobSpec:
     """The job of a sitemap given to the crawl (or a robots.txt, for its sitemaps)."""
     task = install(app)
     return task.with_options(seen=url, limit_key=limit_key(url)).spec(url, 0, None, None, 0)
-
-
-def install(app: App) -> Task[Any, Any]:
-    """Register ``crawlq.page`` on ``app`` (once, as a set-up: the process runtime's
-    children register it again), and ``crawlq.recrawl`` (recurring crawls:
-    ``crawlq.crawler.recurring``), and return the first."""
-    app.setup(register_page)
-    return app.get_task(PAGE_TASK)
-
-
-def register_page(app: App) -> None:
-    """The set-up ``install`` runs: the task ``crawlq.page`` on queue ``crawl``, and
-    ``crawlq.recrawl``."""
-    from crawlq.crawler.recurring import install_recrawl  # it imports this module
-
-    install_recrawl(app)
-    if PAGE_TASK not in app.tasks:
-        app.task(name=PAGE_TASK, queue=PAGE_QUEUE, max_attempts=10, lease=60.0)(crawl_page)

@@ -15,8 +15,10 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from crawlq.crawler.config import CONFIG_META_KEY, PAGE_QUEUE, CrawlConfig, stored_settings
+from crawlq.crawler.config import CONFIG_META_KEY, CrawlConfig, stored_settings
+from crawlq.crawler.pages import page_spec, sitemap_spec
 from crawlq.crawler.revisit import PREVIOUS_META_KEY, previous_crawl
+from crawlq.crawler.tasks import RECRAWL_TASK, install
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo
 from crawlq.jobs import Outcome
 from crawlq.periodic import Periodic
@@ -24,11 +26,8 @@ from crawlq.periodic import Periodic
 if TYPE_CHECKING:
     from crawlq.app import App
     from crawlq.context import JobContext
-    from crawlq.tasks import Task
 
 logger = logging.getLogger("crawlq.crawler")
-
-RECRAWL_TASK = "crawlq.recrawl"
 
 
 def schedule_name(name: str) -> str:
@@ -58,8 +57,6 @@ def start_crawl(app: App, name: str, config: CrawlConfig) -> CrawlInfo:
     """A new crawl of ``config``, its start URLs scheduled; with ``revisit_changed`` its
     meta names the previous crawl of the same name and settings, if there is one
     (``crawlq.crawler.revisit``)."""
-    from crawlq.crawler.pages import page_spec, sitemap_spec  # it imports this module
-
     start = [page_spec(app, url) for url in config.start_urls]
     start += [sitemap_spec(app, url) for url in config.sitemaps]
     meta = config.to_meta()
@@ -86,13 +83,6 @@ def recrawl(ctx: JobContext, name: str, meta: dict[str, Any]) -> int | None:
     return crawl.id
 
 
-def install_recrawl(app: App) -> Task[Any, Any]:
-    """Register ``crawlq.recrawl`` on ``app`` (once) and return it."""
-    if RECRAWL_TASK in app.tasks:
-        return app.tasks[RECRAWL_TASK]
-    return app.task(name=RECRAWL_TASK, queue=PAGE_QUEUE, max_attempts=5)(recrawl)
-
-
 def recrawl_every(
     app: App,
     config: CrawlConfig,
@@ -104,7 +94,8 @@ def recrawl_every(
 ) -> tuple[Periodic, Outcome]:
     """Store the schedule that starts a new crawl of ``config`` named ``name`` every
     ``every`` (or on ``cron`` in ``tz``); the schedule and what happened to it."""
-    task = install_recrawl(app)
+    install(app)
+    task = app.get_task(RECRAWL_TASK)
     periodic = app.schedules.build(
         task,
         cron,

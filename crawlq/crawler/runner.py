@@ -35,10 +35,11 @@ from crawlq.config import WorkerSettings, store_command
 from crawlq.crawler.config import PAGE_QUEUE, CrawlConfig
 from crawlq.crawler.exports import CsvFile, Output, open_output, write_all
 from crawlq.crawler.output import check_writable
-from crawlq.crawler.pages import install, use_warc
+from crawlq.crawler.pages import use_warc
 from crawlq.crawler.records import ROBOTS_DISALLOWED
 from crawlq.crawler.recurring import open_crawl, start_crawl
 from crawlq.crawler.standalone import APP_REF as STANDALONE_APP
+from crawlq.crawler.tasks import install
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo, CrawlState
 from crawlq.exceptions import ConfigurationError
 from crawlq.worker.worker import Worker

@@ -9,7 +9,7 @@ worker's store.
 from __future__ import annotations
 
 from crawlq.app import App
-from crawlq.crawler.pages import install
+from crawlq.crawler.tasks import install
 
 __all__ = ["APP_REF", "app"]
 

@@ -8,7 +8,6 @@ expanded when the file is loaded and are not queries themselves.
 from __future__ import annotations
 
 import re
-import sqlite3
 from importlib import resources
 from typing import LiteralString
 
@@ -51,7 +50,11 @@ def parse_queries(text: str, filename: str = "queries.sql") -> dict[str, Literal
 
 
 def split_statements(script: str) -> list[str]:
-    """Split an SQL script into complete statements (trigger bodies stay whole)."""
+    """Split an SQL script into complete statements (trigger bodies stay whole), by
+    SQLite's own rule (sqlite3 is imported here: a PostgreSQL or Redis worker never
+    loads it)."""
+    import sqlite3
+
     statements: list[str] = []
     current = ""
     for line in script.splitlines(keepends=True):

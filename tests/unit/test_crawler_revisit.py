@@ -23,10 +23,10 @@ import crawlq
 from crawlq.cli import cli
 from crawlq.config import WorkerSettings
 from crawlq.crawler.config import PAGE_QUEUE, CrawlConfig
-from crawlq.crawler.pages import install
 from crawlq.crawler.recurring import recrawl_every
 from crawlq.crawler.revisit import PREVIOUS_META_KEY, conditional_headers, usable
 from crawlq.crawler.runner import EXIT_FINISHED, CrawlRunner
+from crawlq.crawler.tasks import install
 from crawlq.crawls import CrawlState
 from crawlq.exceptions import ConfigurationError
 from tests.localserver import serving

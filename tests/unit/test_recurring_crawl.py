@@ -18,8 +18,8 @@ import crawlq
 from crawlq.cli import cli
 from crawlq.config import WorkerSettings
 from crawlq.crawler.config import PAGE_QUEUE, CrawlConfig
-from crawlq.crawler.pages import install
-from crawlq.crawler.recurring import RECRAWL_TASK, recrawl_every
+from crawlq.crawler.recurring import recrawl_every
+from crawlq.crawler.tasks import RECRAWL_TASK, install
 from crawlq.crawls import CrawlState
 
 PAGES = {"/": b"<title>home</title><a href='/a'>a</a>", "/a": b"<title>a</title>"}

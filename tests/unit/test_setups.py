@@ -53,8 +53,8 @@ def test_a_setup_children_cannot_import_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_crawler_registers_its_page_task_as_a_setup(tmp_path: Path) -> None:
-    from crawlq.crawler.pages import PAGE_TASK, install
+    from crawlq.crawler.tasks import PAGE_TASK, install
 
     app = App(f"sqlite:///{tmp_path / 'a.db'}")
     assert install(app) is install(app) is app.tasks[PAGE_TASK]
-    assert app.setups.references() == ("crawlq.crawler.pages:register_page",)
+    assert app.setups.references() == ("crawlq.crawler.tasks:register_page",)

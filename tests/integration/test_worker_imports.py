@@ -1,0 +1,88 @@
+"""A worker that does not crawl does not load the crawler's stack (HTTP client, parsers,
+WARC writer, URL canonicalisation) nor the CLI's other commands' dependencies: every
+worker registers the crawler's tasks, but their bodies are imported by the first crawl
+job (``crawlq.crawler.tasks``)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import crawlq
+from crawlq.crawler.tasks import install
+from tests.integration.conftest import Processes
+
+TASKS = """
+    import sys
+
+    import crawlq
+
+    app = crawlq.App()
+
+    @app.task(name="modules")
+    def modules(ctx):
+        return sorted({name.split(".")[0] for name in sys.modules} | set(sys.modules))
+"""
+
+NOT_FOR_PLAIN_JOBS = (
+    "httpx",
+    "httpcore",
+    "selectolax",
+    "warcio",
+    "w3lib",
+    "protego",
+    "rich",
+    "starlette",
+    "uvicorn",
+    "crawlq.crawler.pages",
+    "crawlq.crawler.fetch",
+    "crawlq.cli.crawl",
+    "crawlq.cli.web",
+)
+
+
+def modules_loaded(procs: Processes, app: crawlq.App) -> list[str]:
+    """What a burst ``crawlq worker`` had imported when it ran the task ``modules``."""
+    procs.write_module("plain", TASKS)
+
+    @app.task(name="modules")
+    def modules(ctx: crawlq.JobContext) -> list[str]: ...
+
+    job_id = modules.schedule().job_id
+    worker = subprocess.run(
+        procs.argv("worker", "--app", "plain:app", "--burst"),
+        cwd=procs.workdir,
+        env=procs.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert worker.returncode == 0, worker.stderr
+    loaded = app.result(job_id, timeout=10)
+    assert isinstance(loaded, list)
+    assert "crawlq.crawler.tasks" in loaded, "the crawler's tasks are registered"
+    return loaded
+
+
+def test_a_worker_without_crawl_jobs_does_not_import_the_crawler(procs: Processes) -> None:
+    app = crawlq.App(procs.store_url)
+    try:
+        loaded = modules_loaded(procs, app)
+        assert [name for name in NOT_FOR_PLAIN_JOBS if name in loaded] == []
+    finally:
+        app.close()
+
+
+def test_a_worker_started_while_a_crawl_runs_imports_the_page_task_at_once(
+    procs: Processes,
+) -> None:
+    """Its pages' fetches do not wait for the import after their claim (politeness is
+    counted from the claim)."""
+    app = crawlq.App(procs.store_url)
+    try:
+        page = install(app)
+        app.crawl("later", [page.with_options(delay=3600).spec("https://example.com/", 0)])
+        loaded = modules_loaded(procs, app)
+        assert "crawlq.crawler.pages" in loaded
+        assert "httpx" in loaded
+    finally:
+        app.close()
