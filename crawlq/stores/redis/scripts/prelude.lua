@@ -1,7 +1,11 @@
 -- prelude.lua: the helpers every script shares (Redis scripts cannot call each other).
 --
--- The store prepends, in this order: `local PREFIX = ARGV[1]`, the key builders K.*
--- generated from crawlq/stores/redis/keys.py, this file; then the script itself.
+-- crawlq/stores/redis/lua.py puts, in this order: `local ARGV, PREFIX`, the key builders
+-- K.* generated from crawlq/stores/redis/keys.py, this file; then every script, each as
+-- one function of a library (Redis 7+: these helpers are defined once, when the library
+-- loads) or each after its own copy of all this (EVALSHA). Either way a call starts with
+-- begin(ARGV) (the end of this file), which gives the helpers the call's arguments and
+-- fresh per-call tables: nothing a call writes here outlives it.
 -- Every script takes ARGV[1] = key prefix and ARGV[2] = now ('' = Redis TIME).
 --
 -- Conventions: ids, priorities and max_attempts travel as canonical decimal text; times
@@ -971,4 +975,13 @@ local function scan(f, visit)
   end
   local done = f.ids ~= nil or #ids < f.budget or (f.limit >= 0 and matched >= f.limit)
   return cursor, done and 1 or 0, matched
+end
+
+-- -- each call's opening -----------------------------------------------------------
+
+-- The call's arguments (ARGV[1] is the key prefix) and fresh per-call tables.
+local function begin(argv)
+  ARGV, PREFIX = argv, argv[1]
+  WAKE, COUNTS, PRIOS, QUEUES = {}, {}, {}, {}
+  CRAWL_STATE, CRAWL_DELTA, CRAWL_TOUCHED, TOUCHED_SEEN = {}, {}, {}, {}
 end
