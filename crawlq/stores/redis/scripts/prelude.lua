@@ -290,8 +290,24 @@ local function crawl_transition(from, to, fields)
   return crawl
 end
 
+-- Ids this call made pending, per crawl: commit adds them to {p}:cpend:{crawl} in one
+-- SADD (cpend_flush); what reads the set here flushes first.
+local CPEND = {}  -- crawl -> {id -> true}
+
+local function cpend_flush()
+  for crawl, added in pairs(CPEND) do
+    local ids = {}
+    for id in pairs(added) do
+      ids[#ids + 1] = id
+    end
+    call_many('SADD', K.crawl_pending(crawl), ids)
+  end
+  CPEND = {}
+end
+
 -- The pending jobs of a crawl, in id order.
 local function crawl_pending_ids(crawl)
+  cpend_flush()
   local ids = redis.call('SMEMBERS', K.crawl_pending(crawl))
   table.sort(ids, by_id)
   return ids
@@ -538,7 +554,8 @@ end
 -- A job becomes pending (new, retried, requeued): its crawl's and key's pending sets.
 local function enter_pending(job)
   if job.crawl then
-    redis.call('SADD', K.crawl_pending(job.crawl), job.id)
+    CPEND[job.crawl] = CPEND[job.crawl] or {}
+    CPEND[job.crawl][job.id] = true
   end
   if job.lkey then
     key_enter(job.lkey, job.crawl, job.queue)
@@ -546,7 +563,10 @@ local function enter_pending(job)
 end
 
 local function exit_pending(job)
-  if job.crawl then
+  local added = job.crawl and CPEND[job.crawl]
+  if added and added[job.id] then
+    added[job.id] = nil
+  elseif job.crawl then
     redis.call('SREM', K.crawl_pending(job.crawl), job.id)
   end
   if job.lkey then
@@ -901,6 +921,7 @@ end
 -- Cancel the pending jobs of a crawl (its {p}:cpend set, held ones too) and the jobs of
 -- `more` ids that are still live, in id order; the set is emptied. Returns how many.
 local function cancel_crawl_jobs(crawl, now, more)
+  cpend_flush()
   local ids = redis.call('SMEMBERS', K.crawl_pending(crawl))
   for _, id in ipairs(more or {}) do
     ids[#ids + 1] = id
@@ -967,6 +988,7 @@ end
 local function commit(now)
   crawl_finish(now)
   limit_flush()
+  cpend_flush()
   for queue, per_queue in pairs(COUNTS) do
     for state, delta in pairs(per_queue) do
       if delta ~= 0 then
@@ -1056,6 +1078,6 @@ end
 -- The call's arguments (ARGV[1] is the key prefix) and fresh per-call tables.
 local function begin(argv)
   ARGV, PREFIX = argv, argv[1]
-  WAKE, COUNTS, PRIOS, QUEUES, LIMITS = {}, {}, {}, {}, {}
+  WAKE, COUNTS, PRIOS, QUEUES, LIMITS, CPEND = {}, {}, {}, {}, {}, {}
   CRAWL_STATE, CRAWL_DELTA, CRAWL_TOUCHED, TOUCHED_SEEN = {}, {}, {}, {}
 end
