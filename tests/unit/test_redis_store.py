@@ -384,6 +384,24 @@ def test_without_functions_the_same_scripts_go_by_evalsha(
     store.close()
 
 
+def test_a_server_that_refuses_info_gets_the_scripts(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    admin = redis.Redis.from_url(server.url)
+    user = f"noinfo-{prefix}"
+    admin.acl_setuser(
+        user, enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
+        categories=["+@all"], commands=["-info"],
+    )  # fmt: skip
+    try:
+        store = open_on(server.url.replace("redis://", f"redis://{user}:pw@"), prefix)
+        assert isinstance(store, RedisStore) and not store._lua.functions
+        _round_trip(store, 0)
+        store.close()
+    finally:
+        admin.acl_deluser(user)
+
+
 # -- restarts and errors -----------------------------------------------------------------
 
 

@@ -78,8 +78,12 @@ FUNCTIONS = {name: f"{LIBRARY}_{name}" for name in BODIES}
 
 
 def uses_functions(client: redis.Redis) -> bool:
-    """Whether the server has Redis Functions (``INFO server``'s ``redis_version``)."""
-    version = str(client.info("server").get("redis_version", "0"))
+    """Whether the server has Redis Functions (``INFO server``'s ``redis_version``); a
+    server that refuses ``INFO`` gets the scripts."""
+    try:
+        version = str(client.info("server").get("redis_version", "0"))
+    except redis.ResponseError:
+        return False
     parts = tuple(int(p) if p.isdigit() else 0 for p in version.split(".")[:2])
     return parts >= FUNCTIONS_SINCE
 
