@@ -40,8 +40,8 @@ def _open_sqlite(url: StoreURL, create: bool) -> Store:
     return SQLiteStore(settings)
 
 
-def _bool_option(url: StoreURL, name: str) -> bool:
-    raw = url.options.get(name, "0").strip().lower()
+def _bool_option(url: StoreURL, name: str, default: bool = False) -> bool:
+    raw = url.options.get(name, "1" if default else "0").strip().lower()
     if raw in ("1", "true", "yes", "on"):
         return True
     if raw in ("0", "false", "no", "off", ""):
@@ -53,7 +53,13 @@ def _open_redis(url: StoreURL, create: bool) -> Store:
     from crawlq.stores.redis.keys import DEFAULT_PREFIX
     from crawlq.stores.redis.store import RedisSettings, RedisStore
 
-    known = {"prefix", "require_persistence", "socket_timeout", "socket_connect_timeout"}
+    known = {
+        "prefix",
+        "require_persistence",
+        "socket_timeout",
+        "socket_connect_timeout",
+        "functions",
+    }
     unknown = set(url.options) - known
     if unknown:
         raise ConfigurationError(
@@ -66,6 +72,7 @@ def _open_redis(url: StoreURL, create: bool) -> Store:
         require_persistence=_bool_option(url, "require_persistence"),
         socket_timeout=_float_option(url, "socket_timeout", 10.0),
         socket_connect_timeout=_float_option(url, "socket_connect_timeout", 5.0),
+        functions=_bool_option(url, "functions", default=True),
         warn=create,
     )
     return RedisStore(settings)

@@ -37,7 +37,8 @@ from crawlq.stores.base import (
 from tests import servers
 
 redis = pytest.importorskip("redis")
-from crawlq.stores.redis.store import RedisStore  # noqa: E402  (needs redis)
+from crawlq.stores.redis.lua import FUNCTIONS, LIBRARY, SCRIPTS  # noqa: E402  (needs redis)
+from crawlq.stores.redis.store import RedisStore  # noqa: E402
 
 T = TypeVar("T")
 
@@ -328,6 +329,79 @@ def test_every_script_opens_with_its_header() -> None:
             assert part in text, (name, part)
 
 
+# -- how the Lua reaches the server (lua.py) ---------------------------------------------
+
+
+def _calls(client: Any, command: str) -> int:
+    return int(client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+def _round_trip(store: Store, priority: int) -> None:
+    """Schedule, claim and complete one job of ``priority``."""
+    store.job_schedule([spec(priority=priority)])
+    (job,) = store.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=5))
+    assert store.job_complete([Completion(lease=job.lease)]) == [True]
+
+
+def test_every_script_is_one_function_of_one_library(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    store = open_on(server.url, prefix)
+    _round_trip(store, 0)
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    (library,) = [  # RESP2: flat lists of name, value
+        dict(zip(lib[::2], lib[1::2], strict=True))
+        for lib in client.function_list()
+        if LIBRARY in lib
+    ]
+    names = [dict(zip(f[::2], f[1::2], strict=True))["name"] for f in library["functions"]]
+    assert sorted(names) == sorted(FUNCTIONS.values())
+    assert len(FUNCTIONS) == len(SCRIPTS) and LIBRARY.startswith("crawlq_")
+    store.close()
+
+
+def test_a_call_starts_with_fresh_tables(server: servers.PrivateRedis, prefix: str) -> None:
+    """The library's helpers live across calls; what one call remembers (the priorities
+    and queues it has seen, crawl states) must not: the next job of a priority whose level
+    the last claim emptied is claimable."""
+    store = open_on(server.url, prefix)
+    for _ in range(3):
+        _round_trip(store, 5)
+    store.close()
+
+
+def test_without_functions_the_same_scripts_go_by_evalsha(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    client = redis.Redis.from_url(server.url)
+    store = open_on(server.url, prefix, "functions=0")
+    evalsha, fcall = _calls(client, "evalsha"), _calls(client, "fcall")
+    _round_trip(store, 5)
+    client.script_flush()  # NOSCRIPT -> SCRIPT LOAD -> EVALSHA
+    _round_trip(store, 5)
+    assert _calls(client, "evalsha") >= evalsha + 6
+    assert _calls(client, "fcall") == fcall
+    store.close()
+
+
+def test_a_server_that_refuses_info_gets_the_scripts(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    admin = redis.Redis.from_url(server.url)
+    user = f"noinfo-{prefix}"
+    admin.acl_setuser(
+        user, enabled=True, passwords=["+pw"], keys=["*"], channels=["*"],
+        categories=["+@all"], commands=["-info"],
+    )  # fmt: skip
+    try:
+        store = open_on(server.url.replace("redis://", f"redis://{user}:pw@"), prefix)
+        assert isinstance(store, RedisStore) and not store._lua.functions
+        _round_trip(store, 0)
+        store.close()
+    finally:
+        admin.acl_deluser(user)
+
+
 # -- restarts and errors -----------------------------------------------------------------
 
 
@@ -348,7 +422,6 @@ def test_the_same_store_works_after_a_server_restart(
 ) -> None:
     store = open_on(server.url, prefix)
     assert isinstance(store, RedisStore)
-    claim_script = store._scripts["job_claim"].sha
     store.job_schedule([spec(args=[i]) for i in range(300)])
     claimed = store.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=40))
     assert store.job_complete([Completion(lease=j.lease, result=j.id) for j in claimed[:20]])
@@ -361,12 +434,12 @@ def test_the_same_store_works_after_a_server_restart(
     after = _until_available(lambda: store.job_list(JobFilter()))
     assert time.monotonic() - started < 10
     assert after == before, "no acknowledged change is lost"
-    assert client.script_exists(claim_script) == [False], "the restart forgot the scripts"
+    assert client.function_delete(LIBRARY), "the library survived the restart (append-only file)"
 
     leases = [Completion(lease=j.lease) for j in claimed[20:]]
     assert store.job_complete(leases) == [True] * 20, "leases survive the restart"
     rest = store.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=500))
-    assert len(rest) == 260 and client.script_exists(claim_script) == [True]
+    assert len(rest) == 260 and client.function_list(LIBRARY), "loaded again on first use"
     store.job_wait(WaitParams(queues=["q"], timeout=0.05))  # a fresh pub/sub connection
     stats = store.queue_stats()[0]
     assert (stats.running, stats.done, stats.due) == (260, 40, 0)

@@ -13,12 +13,12 @@ from typing import Any
 
 import redis
 from redis.client import PubSub
-from redis.commands.core import Script
 
 from crawlq.crawls import no_such_crawl
 from crawlq.exceptions import ConfigurationError
 from crawlq.stores.checks import crawl_closed, driver_errors
 from crawlq.stores.redis import keys
+from crawlq.stores.redis.lua import LuaRunner
 from crawlq.types import Timestamp
 
 
@@ -33,6 +33,9 @@ class RedisSettings:
       log a warning).
     - ``socket_timeout``: seconds a command may take before ``StoreUnavailable`` (10).
     - ``socket_connect_timeout``: seconds to connect (5).
+    - ``functions``: run the scripts as one Redis Functions library when the server has
+      them (7.0 and later; default True); False sends them with ``EVALSHA``, as on Redis
+      6, for a proxy or an ACL that refuses ``FUNCTION`` (``crawlq.stores.redis.lua``).
     - ``warn``: log the warnings about a server that may lose jobs (default True), each at
       most once a day per store: the first opener on any machine to set the store's
       ``{p}:warned:{warning}`` key (``SET NX`` with a one-day expiry) logs it. False (a
@@ -44,6 +47,7 @@ class RedisSettings:
     require_persistence: bool = False
     socket_timeout: float = 10.0
     socket_connect_timeout: float = 5.0
+    functions: bool = True
     warn: bool = True
 
     def __post_init__(self) -> None:
@@ -110,14 +114,14 @@ class RedisCore:
     settings: RedisSettings
     _prefix: str
     _client: redis.Redis
-    _scripts: dict[str, Script]
+    _lua: LuaRunner
     _local: threading.local
     _pubsubs: list[PubSub]
     _pubsubs_lock: threading.Lock
 
     def _run(self, operation: str, script: str, args: Sequence[str]) -> Any:
         with translate(operation):
-            return self._scripts[script](keys=[], args=[self._prefix, *args])
+            return self._lua(script, [self._prefix, *args])
 
     def now(self) -> Timestamp:
         with translate("reading the server's clock"):

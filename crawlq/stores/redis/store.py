@@ -1,15 +1,16 @@
 """The Redis store: many workers on many machines share one redis-server.
 
-Every change that touches more than one key is one Lua script (``scripts/*.lua``), so no
-two clients ever interleave: claims, leases, uniqueness, counts and the dead-letter queue
-are atomic, and so are a crawl's counters and finish and a limit key's front (the shared
-Lua of crawls and limits is in ``scripts/prelude.lua``). The store's clock is the
-server's ``TIME``. The key layout is in ``keys.py``.
+Every change that touches more than one key is one Lua script (``scripts/*.lua``; one
+function library on Redis 7+, see ``lua.py``), so no two clients ever interleave:
+claims, leases, uniqueness, counts and the dead-letter queue are atomic, and so are a
+crawl's counters and finish and a limit key's front (the shared Lua of crawls and limits
+is in ``scripts/prelude.lua``). The store's clock is the server's ``TIME``. The key
+layout is in ``keys.py``.
 
 A script runs at most once per call: the client does not retry on its own (a retried
 script whose first reply was lost would run twice). A lost connection raises
-``StoreUnavailable``; the next call reconnects, and a script the restarted server does not
-know is loaded again (``NOSCRIPT`` -> ``SCRIPT LOAD`` -> ``EVALSHA``).
+``StoreUnavailable``; the next call reconnects, and a library or script the server does
+not have is loaded again (``lua.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import logging
 import threading
 from contextlib import suppress
-from importlib import resources
 from typing import cast
 
 from crawlq.exceptions import ConfigurationError
@@ -30,7 +30,6 @@ try:
     import redis
     from redis.backoff import NoBackoff
     from redis.client import PubSub
-    from redis.commands.core import Script
     from redis.retry import Retry
 except ImportError as exc:  # pragma: no cover - depends on what is installed
     raise ConfigurationError(
@@ -42,6 +41,7 @@ from crawlq.stores.redis.crawl_delete import CrawlDeleteMixin
 from crawlq.stores.redis.crawls import RedisCrawls
 from crawlq.stores.redis.finished import wait_finished
 from crawlq.stores.redis.jobs import RedisJobs
+from crawlq.stores.redis.lua import SCRIPTS, LuaRunner, uses_functions
 from crawlq.stores.redis.periodic import RedisPeriodic
 from crawlq.stores.redis.queues import RedisQueues
 from crawlq.stores.redis.storage import RedisStorage
@@ -53,29 +53,6 @@ logger = logging.getLogger("crawlq.stores.redis")
 
 WARN_EVERY = 24 * 3600
 """Seconds between two logs of one warning about the server, per store (``_warn``)."""
-
-
-def _script_sources() -> dict[str, str]:
-    """Every ``scripts/*.lua`` but the prelude, by name, as loaded: the key prefix, the
-    key builders, the shared prelude, then the script. Read once, at import."""
-    folder = resources.files("crawlq.stores.redis").joinpath("scripts")
-    head = "".join(
-        [
-            "local PREFIX = ARGV[1]\n",
-            keys.lua_key_builders(),
-            folder.joinpath("prelude.lua").read_text(encoding="utf-8"),
-        ]
-    )
-    return {
-        f.name.removesuffix(".lua"): head + f.read_text(encoding="utf-8")
-        for f in sorted(folder.iterdir(), key=lambda f: f.name)
-        if f.name.endswith(".lua") and f.name != "prelude.lua"
-    }
-
-
-SOURCES = _script_sources()
-SCRIPTS = tuple(SOURCES)
-"""The names of the scripts: the files of the scripts folder."""
 
 
 class RedisStore(
@@ -113,11 +90,10 @@ class RedisStore(
             )
         except ValueError as exc:
             raise ConfigurationError(f"bad Redis URL {settings.url!r}: {exc}") from exc
-        self._scripts: dict[str, Script] = {
-            name: self._client.register_script(source) for name, source in SOURCES.items()
-        }
         try:
             with translate("checking the server's settings"):
+                functions = settings.functions and uses_functions(self._client)
+                self._lua = LuaRunner(self._client, functions)
                 self._check_server()
         except BaseException:
             self._client.close()
@@ -194,4 +170,4 @@ class RedisStore(
         self._client.close()
 
 
-__all__ = ["SCRIPTS", "SOURCES", "RedisSettings", "RedisStore"]
+__all__ = ["SCRIPTS", "RedisSettings", "RedisStore"]

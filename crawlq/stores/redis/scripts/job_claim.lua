@@ -45,6 +45,7 @@ local function candidates_for(want)
 end
 
 local leased_jobs, running, held = {}, {}, {}
+local unpending = {}  -- crawl -> ids leaving its pending set
 local seed = nil
 local started = fmt(now)
 
@@ -95,7 +96,8 @@ while #leased_jobs < limit do
     local crawl = job.crawl_id
     move({queue = c.queue, crawl = crawl}, 'pending', 'running')
     if crawl then
-      redis.call('SREM', K.crawl_pending(crawl), c.id)
+      unpending[crawl] = unpending[crawl] or {}
+      table.insert(unpending[crawl], c.id)
     end
     if job.limit_key then
       -- the front starts: the key counts it running and has no front until reconciled
@@ -119,11 +121,10 @@ while #leased_jobs < limit do
     break
   end
   for _, lkey in ipairs(keyed) do
-    local rk = K.limit(lkey)
-    redis.call('HINCRBY', rk, 'running', 1)
-    redis.call('HINCRBY', rk, 'pending', -1)
-    redis.call('HSET', rk, 'last_start', started)
-    redis.call('HDEL', rk, 'front')
+    limit_add(lkey, 'running', 1)
+    limit_add(lkey, 'pending', -1)
+    limit_put(lkey, 'last_start', started)
+    limit_put(lkey, 'front', nil)
     reconcile(lkey)
   end
 end
@@ -132,5 +133,8 @@ if #leased_jobs == 0 then
 end
 call_many('ZADD', K.running(), running)
 call_many('SADD', K.worker_jobs(worker), held)
+for crawl, ids in pairs(unpending) do
+  call_many('SREM', K.crawl_pending(crawl), ids)
+end
 commit(now)
 return encode_list(leased_jobs)

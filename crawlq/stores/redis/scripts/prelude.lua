@@ -1,7 +1,11 @@
 -- prelude.lua: the helpers every script shares (Redis scripts cannot call each other).
 --
--- The store prepends, in this order: `local PREFIX = ARGV[1]`, the key builders K.*
--- generated from crawlq/stores/redis/keys.py, this file; then the script itself.
+-- crawlq/stores/redis/lua.py puts, in this order: `local ARGV, PREFIX`, the key builders
+-- K.* generated from crawlq/stores/redis/keys.py, this file; then every script, each as
+-- one function of a library (Redis 7+: these helpers are defined once, when the library
+-- loads) or each after its own copy of all this (EVALSHA). Either way a call starts with
+-- begin(ARGV) (the end of this file), which gives the helpers the call's arguments and
+-- fresh per-call tables: nothing a call writes here outlives it.
 -- Every script takes ARGV[1] = key prefix and ARGV[2] = now ('' = Redis TIME).
 --
 -- Conventions: ids, priorities and max_attempts travel as canonical decimal text; times
@@ -286,8 +290,24 @@ local function crawl_transition(from, to, fields)
   return crawl
 end
 
+-- Ids this call made pending, per crawl: commit adds them to {p}:cpend:{crawl} in one
+-- SADD (cpend_flush); what reads the set here flushes first.
+local CPEND = {}  -- crawl -> {id -> true}
+
+local function cpend_flush()
+  for crawl, added in pairs(CPEND) do
+    local ids = {}
+    for id in pairs(added) do
+      ids[#ids + 1] = id
+    end
+    call_many('SADD', K.crawl_pending(crawl), ids)
+  end
+  CPEND = {}
+end
+
 -- The pending jobs of a crawl, in id order.
 local function crawl_pending_ids(crawl)
+  cpend_flush()
   local ids = redis.call('SMEMBERS', K.crawl_pending(crawl))
   table.sort(ids, by_id)
   return ids
@@ -316,6 +336,62 @@ end
 
 -- -- limits: key records, waiting zsets, fronts (crawlq.limits) --------------------------
 
+-- A limit key's record ({p}:limit:{lkey}) as this call sees it: read whole once (HMGET),
+-- changed here, written once by commit (limit_flush): a batch of jobs of one key costs
+-- one read and one write of its record, not several commands per job. Every script
+-- that changes a record through these ends with commit; scripts that write a record
+-- themselves (limit_set, limit_block) do so before its first use here.
+local LIMIT_FIELDS = {'source', 'max_running', 'min_interval', 'blocked_until', 'running',
+  'pending', 'last_start', 'front'}
+local LIMITS = {}  -- lkey -> {values = {field -> text}, dirty = {field -> true}}
+
+local function limit_record(lkey)
+  local rec = LIMITS[lkey]
+  if rec == nil then
+    local v = redis.call('HMGET', K.limit(lkey), unpack(LIMIT_FIELDS))
+    rec = {values = {}, dirty = {}}
+    for i, field in ipairs(LIMIT_FIELDS) do
+      rec.values[field] = v[i] or nil
+    end
+    LIMITS[lkey] = rec
+  end
+  return rec.values
+end
+
+-- Set (nil: delete) a field of the key's record.
+local function limit_put(lkey, field, value)
+  limit_record(lkey)
+  local rec = LIMITS[lkey]
+  rec.values[field] = value
+  rec.dirty[field] = true
+end
+
+local function limit_add(lkey, field, delta)
+  limit_put(lkey, field, fmt_int((tonumber(limit_record(lkey)[field]) or 0) + delta))
+end
+
+local function limit_flush()
+  for lkey, rec in pairs(LIMITS) do
+    local set, gone = {}, {}
+    for field in pairs(rec.dirty) do
+      local value = rec.values[field]
+      if value == nil then
+        gone[#gone + 1] = field
+      else
+        set[#set + 1] = field
+        set[#set + 1] = value
+      end
+    end
+    if #set > 0 then
+      redis.call('HSET', K.limit(lkey), unpack(set))
+    end
+    if #gone > 0 then
+      redis.call('HDEL', K.limit(lkey), unpack(gone))
+    end
+  end
+  LIMITS = {}
+end
+
 -- Lexicographic order of the hex digits = numeric order of the float (IEEE 754 bits,
 -- sign bit flipped for positives, all bits flipped for negatives).
 local function time_code(t)
@@ -339,14 +415,19 @@ local function waiting_member_id(m)
 end
 
 -- A pending job of a paused crawl is held (out of the index and its key's waiting jobs).
-local function to_held(job)
-  redis.call('HSET', K.job(job.id), 'sub', 'held')
+-- `written`: the job's hash has its sub already (a new job, see insert).
+local function to_held(job, written)
+  if not written then
+    redis.call('HSET', K.job(job.id), 'sub', 'held')
+  end
   count(job.queue, 'held', 1)
 end
 
 -- A pending keyed job waits behind its key's front.
-local function to_waiting(job)
-  redis.call('HSET', K.job(job.id), 'sub', 'waiting')
+local function to_waiting(job, written)
+  if not written then
+    redis.call('HSET', K.job(job.id), 'sub', 'waiting')
+  end
   redis.call('ZADD', K.limit_waiting(job.lkey), fmt(-tonumber(job.priority)),
     waiting_member(job.run_at, job.id))
   count(job.queue, 'waiting', 1)
@@ -356,46 +437,41 @@ end
 -- run_at, id) becomes the front: in the claim index at its gated run_at. Siblings:
 -- crawlq_reconcile (postgres/migrations/0008_rules.sql), SQLiteStore._reconcile.
 local function reconcile(lkey)
-  local rk = K.limit(lkey)
-  local r = redis.call('HMGET', rk, 'front', 'max_running', 'running', 'min_interval',
-    'last_start', 'blocked_until')
-  if r[1] then
+  local r = limit_record(lkey)
+  if r.front then
     return
   end
-  local cap = tonumber(r[2])
-  if cap and (tonumber(r[3]) or 0) >= cap then
+  local cap = tonumber(r.max_running)
+  if cap and (tonumber(r.running) or 0) >= cap then
     return
   end
-  local wk = K.limit_waiting(lkey)
-  local best = redis.call('ZRANGE', wk, 0, 0)[1]
+  local best = redis.call('ZPOPMIN', K.limit_waiting(lkey))[1]
   if best == nil then
     return
   end
-  redis.call('ZREM', wk, best)
   local id = waiting_member_id(best)
   local v = redis.call('HMGET', K.job(id), 'queue', 'priority', 'run_at')
   local run_at = tonumber(v[3])
   local gate = run_at
-  if r[5] then
-    gate = math.max(gate, tonumber(r[5]) + (tonumber(r[4]) or 0))
+  if r.last_start then
+    gate = math.max(gate, tonumber(r.last_start) + (tonumber(r.min_interval) or 0))
   end
-  if r[6] then
-    gate = math.max(gate, tonumber(r[6]))
+  if r.blocked_until then
+    gate = math.max(gate, tonumber(r.blocked_until))
   end
   if gate > run_at then
     redis.call('HSET', K.job(id), 'run_at', fmt(gate), 'own_run_at', v[3])
   end
   redis.call('HDEL', K.job(id), 'sub')
   count(v[1], 'waiting', -1)
-  redis.call('HSET', rk, 'front', id)
+  limit_put(lkey, 'front', id)
   pending_add(v[1], v[2], gate, id)
 end
 
 -- The settings of a key that has none yet (no record, or one made by limit_block): the
 -- crawl's limits, else the queue default, else none. Then one more pending job.
 local function key_enter(lkey, crawl, queue)
-  local rk = K.limit(lkey)
-  local source = redis.call('HGET', rk, 'source')
+  local source = limit_record(lkey).source
   if not source or source == 'none' then
     local limits = crawl and redis.call('HGET', K.crawl(crawl), 'limits')
     if not limits then
@@ -406,17 +482,14 @@ local function key_enter(lkey, crawl, queue)
       local l = cjson.decode(limits)
       cap, interval = null(l.max_running), l.min_interval
     end
-    redis.call('HSET', rk, 'source', 'default', 'min_interval', fmt(interval))
-    if cap then
-      redis.call('HSET', rk, 'max_running', fmt_int(cap))
-    else
-      redis.call('HDEL', rk, 'max_running')
-    end
+    limit_put(lkey, 'source', 'default')
+    limit_put(lkey, 'min_interval', fmt(interval))
+    limit_put(lkey, 'max_running', cap and fmt_int(cap) or nil)
     if not source then
       redis.call('ZADD', K.limit_keys(), 0, lkey)
     end
   end
-  redis.call('HINCRBY', rk, 'pending', 1)
+  limit_add(lkey, 'pending', 1)
 end
 
 -- -- pending jobs: where they wait ---------------------------------------------------
@@ -427,11 +500,23 @@ end
 -- split). Siblings: crawlq_pending_state (postgres/migrations/0008_rules.sql) and
 -- crawlq.stores.states.pending_state (the SQLite store). insert and back_to_pending
 -- skip it for a job with neither crawl nor limit key: it goes to the index.
-local function place(job)
+-- placement(job) is the job's sub by the rule: 'held', 'waiting' or nil (the index).
+local function placement(job)
   if job.crawl and crawl_state(job.crawl) == 'paused' then
-    to_held(job)
+    return 'held'
   elseif job.lkey then
-    to_waiting(job)
+    return 'waiting'
+  end
+  return nil
+end
+
+-- `written`: the job's hash has its sub already (a new job, see insert).
+local function place(job, written)
+  local sub = placement(job)
+  if sub == 'held' then
+    to_held(job, written)
+  elseif sub == 'waiting' then
+    to_waiting(job, written)
     reconcile(job.lkey)
   else
     pending_add(job.queue, job.priority, job.run_at, job.id)
@@ -452,7 +537,7 @@ local function unplace(job)
   else
     pending_remove(job.queue, job.priority, job.id)
     if job.lkey then
-      redis.call('HDEL', K.limit(job.lkey), 'front')
+      limit_put(job.lkey, 'front', nil)
       if job.own_run_at then
         redis.call('HSET', key, 'run_at', job.own_run_at)
         redis.call('HDEL', key, 'own_run_at')
@@ -469,7 +554,8 @@ end
 -- A job becomes pending (new, retried, requeued): its crawl's and key's pending sets.
 local function enter_pending(job)
   if job.crawl then
-    redis.call('SADD', K.crawl_pending(job.crawl), job.id)
+    CPEND[job.crawl] = CPEND[job.crawl] or {}
+    CPEND[job.crawl][job.id] = true
   end
   if job.lkey then
     key_enter(job.lkey, job.crawl, job.queue)
@@ -477,18 +563,21 @@ local function enter_pending(job)
 end
 
 local function exit_pending(job)
-  if job.crawl then
+  local added = job.crawl and CPEND[job.crawl]
+  if added and added[job.id] then
+    added[job.id] = nil
+  elseif job.crawl then
     redis.call('SREM', K.crawl_pending(job.crawl), job.id)
   end
   if job.lkey then
-    redis.call('HINCRBY', K.limit(job.lkey), 'pending', -1)
+    limit_add(job.lkey, 'pending', -1)
   end
 end
 
 -- A key's front is timed again (settings or block changed): back to waiting, then the
 -- key is reconciled (the same job again, unless the key is now at its cap).
 local function retime(lkey)
-  local front = redis.call('HGET', K.limit(lkey), 'front')
+  local front = limit_record(lkey).front
   if front then
     local job = load(front)
     unplace(job)
@@ -638,6 +727,16 @@ local function insert(queue, key, req, now)
     fields[#fields + 1] = 'key'
     fields[#fields + 1] = key
   end
+  local job = nil
+  if req.crawl or req.lkey then
+    job = {id = id, queue = queue, priority = req.priority, run_at = req.run_at,
+      crawl = req.crawl, lkey = req.lkey}
+    local sub = placement(job)  -- written with the rest of the hash
+    if sub then
+      fields[#fields + 1] = 'sub'
+      fields[#fields + 1] = sub
+    end
+  end
   redis.call('HSET', K.job(id), unpack(request_fields(req, fields)))
   redis.call('ZADD', K.jobs(), id, id)
   if not QUEUES[queue] then
@@ -649,14 +748,12 @@ local function insert(queue, key, req, now)
   if key then
     redis.call('HSET', K.keys(queue), key, id)
   end
-  if req.crawl or req.lkey then
-    local job = {id = id, queue = queue, priority = req.priority, run_at = req.run_at,
-      crawl = req.crawl, lkey = req.lkey}
+  if job then
     if req.crawl then
       crawl_count(req.crawl, 'pending', 1)
     end
     enter_pending(job)
-    place(job)
+    place(job, true)
   else
     pending_add(queue, req.priority, req.run_at, id)
   end
@@ -739,7 +836,7 @@ local function leave(job)
       redis.call('SREM', K.worker_jobs(job.worker), job.id)
     end
     if job.lkey then
-      redis.call('HINCRBY', K.limit(job.lkey), 'running', -1)
+      limit_add(job.lkey, 'running', -1)
     end
   else
     unplace(job)
@@ -824,6 +921,7 @@ end
 -- Cancel the pending jobs of a crawl (its {p}:cpend set, held ones too) and the jobs of
 -- `more` ids that are still live, in id order; the set is emptied. Returns how many.
 local function cancel_crawl_jobs(crawl, now, more)
+  cpend_flush()
   local ids = redis.call('SMEMBERS', K.crawl_pending(crawl))
   for _, id in ipairs(more or {}) do
     ids[#ids + 1] = id
@@ -889,6 +987,8 @@ end
 -- got a pending job, saying when it is due.
 local function commit(now)
   crawl_finish(now)
+  limit_flush()
+  cpend_flush()
   for queue, per_queue in pairs(COUNTS) do
     for state, delta in pairs(per_queue) do
       if delta ~= 0 then
@@ -971,4 +1071,13 @@ local function scan(f, visit)
   end
   local done = f.ids ~= nil or #ids < f.budget or (f.limit >= 0 and matched >= f.limit)
   return cursor, done and 1 or 0, matched
+end
+
+-- -- each call's opening -----------------------------------------------------------
+
+-- The call's arguments (ARGV[1] is the key prefix) and fresh per-call tables.
+local function begin(argv)
+  ARGV, PREFIX = argv, argv[1]
+  WAKE, COUNTS, PRIOS, QUEUES, LIMITS, CPEND = {}, {}, {}, {}, {}, {}
+  CRAWL_STATE, CRAWL_DELTA, CRAWL_TOUCHED, TOUCHED_SEEN = {}, {}, {}, {}
 end

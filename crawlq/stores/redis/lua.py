@@ -1,0 +1,113 @@
+"""The Redis store's Lua and how it reaches the server.
+
+The sources are ``scripts/*.lua``: one file per operation, and ``scripts/prelude.lua``
+with the helpers they share, after the key builders generated from ``keys.py``. From
+these one set of sources the store runs every operation in one of two ways, chosen when
+it connects:
+
+- Redis 7.0 and later: one function library, ``crawlq_<hash>``, holding every script
+  as the function ``crawlq_<hash>_<script>`` (``FCALL``). The prelude's helpers are
+  defined once, when the library loads, instead of on every call. ``<hash>`` is taken
+  from the library's source, so stores of different crawlq versions share a server, each
+  with its own library. A server that lacks the library (new, flushed, or its functions
+  deleted) gets it on the first call that misses it (``FUNCTION LOAD REPLACE``, then the
+  call again).
+- Redis 6, or ``?functions=0``: each script is sent whole, the prelude before it
+  (``EVALSHA``; ``NOSCRIPT`` -> ``SCRIPT LOAD`` -> ``EVALSHA``).
+
+Either way a script's body runs after ``begin(ARGV)`` (the end of the prelude), which
+hands the helpers the call's arguments and fresh per-call tables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from importlib import resources
+from typing import Any
+
+import redis
+from redis.commands.core import Script
+
+from crawlq.stores.redis import keys
+
+FUNCTIONS_SINCE = (7, 0)
+"""The first Redis version with functions (``FUNCTION LOAD``, ``FCALL``)."""
+
+
+def _read_sources() -> tuple[str, dict[str, str]]:
+    """The shared head (key builders and prelude) and every other script's body, by
+    name. Read once, at import."""
+    folder = resources.files("crawlq.stores.redis").joinpath("scripts")
+    head = keys.lua_key_builders() + folder.joinpath("prelude.lua").read_text(encoding="utf-8")
+    bodies = {
+        f.name.removesuffix(".lua"): f.read_text(encoding="utf-8")
+        for f in sorted(folder.iterdir(), key=lambda f: f.name)
+        if f.name.endswith(".lua") and f.name != "prelude.lua"
+    }
+    return head, bodies
+
+
+HEAD, BODIES = _read_sources()
+SCRIPTS = tuple(BODIES)
+"""The names of the scripts: the files of the scripts folder."""
+
+SOURCES = {
+    name: "local ARGV, PREFIX = ARGV, ARGV[1]\n" + HEAD + "begin(ARGV)\n" + body
+    for name, body in BODIES.items()
+}
+"""Each script as ``EVALSHA`` runs it: the whole prelude, then the script."""
+
+
+def _library() -> tuple[str, str]:
+    """The library's name and source: the prelude once, then each script as a function
+    (``function(KEYS, ARGV)``, so a script's body reads its arguments as it does in
+    ``SOURCES``)."""
+    functions = "".join(
+        f"redis.register_function('@_{name}', function(KEYS, ARGV)\nbegin(ARGV)\n{body}\nend)\n"
+        for name, body in BODIES.items()
+    )
+    source = "local ARGV, PREFIX\n" + HEAD + functions
+    name = "crawlq_" + hashlib.sha1(source.encode()).hexdigest()[:12]
+    return name, f"#!lua name={name}\n" + source.replace("'@_", f"'{name}_")
+
+
+LIBRARY, LIBRARY_SOURCE = _library()
+FUNCTIONS = {name: f"{LIBRARY}_{name}" for name in BODIES}
+"""Each script's function name in the library."""
+
+
+def uses_functions(client: redis.Redis) -> bool:
+    """Whether the server has Redis Functions (``INFO server``'s ``redis_version``); a
+    server that refuses ``INFO`` gets the scripts."""
+    try:
+        version = str(client.info("server").get("redis_version", "0"))
+    except redis.ResponseError:
+        return False
+    parts = tuple(int(p) if p.isdigit() else 0 for p in version.split(".")[:2])
+    return parts >= FUNCTIONS_SINCE
+
+
+class LuaRunner:
+    """Runs the store's scripts on one server, as functions or as ``EVALSHA`` scripts.
+
+    Runs a call at most once: a function is called again only after the server said it
+    does not have it (so it did not run)."""
+
+    def __init__(self, client: redis.Redis, functions: bool) -> None:
+        self._client = client
+        self.functions = functions
+        self.scripts: dict[str, Script] = (
+            {} if functions else {name: client.register_script(s) for name, s in SOURCES.items()}
+        )
+
+    def __call__(self, script: str, args: Sequence[str | bytes]) -> Any:
+        if not self.functions:
+            return self.scripts[script](keys=[], args=args)
+        try:
+            return self._client.fcall(FUNCTIONS[script], 0, *args)
+        except redis.ResponseError as exc:
+            if "function not found" not in str(exc).lower():
+                raise
+        self._client.function_load(LIBRARY_SOURCE, replace=True)
+        return self._client.fcall(FUNCTIONS[script], 0, *args)
