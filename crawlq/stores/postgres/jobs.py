@@ -40,12 +40,12 @@ class PostgresJobs(PostgresScheduling, JobGate):
         if len(specs) == 1 and specs[0].fingerprint is None:
             # One statement, which locks and checks the job's crawl too: done unless
             # its key is live, then merged in a transaction (this one wrote nothing).
+            query = Q["job_insert_one" if specs[0].crawl is None else "job_insert_crawl_one"]
             row = self._run(
                 "scheduling jobs",
-                lambda c: c.execute(Q["job_insert_one"], params).fetchone(),
+                lambda c: c.execute(query, params).fetchone(),
                 transaction=False,
             )
-            assert row is not None
             checked_crawl(specs[0], row)
             created = created_one(row)
             if created is not None:

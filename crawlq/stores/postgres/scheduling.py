@@ -50,15 +50,15 @@ def insert_params(
     return {**row, "args": dumps(row["args"]), "kwargs": dumps(row["kwargs"]), "now": now}
 
 
-def created_one(row: DictRow) -> ScheduleResult | None:
-    """The result of ``job_insert_one``: CREATED, or None when nothing was inserted (its
-    key is live, or its crawl is not open: the caller locked and checked it first)."""
-    return None if row["id"] is None else ScheduleResult(row["id"], Outcome.CREATED)
+def created_one(row: DictRow | None) -> ScheduleResult | None:
+    """The result of ``job_insert_one`` or ``job_insert_crawl_one``: CREATED, or None when
+    nothing was inserted (its key is live, or its crawl is not open)."""
+    return None if row is None or row["id"] is None else ScheduleResult(row["id"], Outcome.CREATED)
 
 
-def checked_crawl(spec: JobSpec, row: DictRow) -> None:
-    """Raise if ``job_insert_one`` found the spec's crawl unknown or closed."""
-    if spec.crawl is None:
+def checked_crawl(spec: JobSpec, row: DictRow | None) -> None:
+    """Raise if ``job_insert_crawl_one`` found the spec's crawl unknown or closed."""
+    if spec.crawl is None or row is None:
         return
     if row["crawl_state"] is None:
         raise no_such_crawl(spec.crawl)
@@ -202,7 +202,6 @@ class PostgresScheduling(PostgresCore):
         created: list[ScheduleResult | None]
         if "rows" not in query_params:  # _insert_params made one spec's columns
             row = conn.execute(Q["job_insert_one"], query_params).fetchone()
-            assert row is not None
             created = [created_one(row)]
         else:
             rows = conn.execute(Q["job_insert_many"], query_params).fetchall()
