@@ -4,8 +4,10 @@
 --   changes and parsed it back; the triggers now count straight from their transition
 --   tables (still one UPDATE of each crawl per statement, crawls locked in id order);
 -- - crawlq_reconcile ran its UPDATE of crawlq_jobs even with no front to pick (a key that
---   has one: every completion, every new job of a busy key), and each such UPDATE fired
---   the update triggers; it now returns at once when it picks nothing;
+--   has one: every completion, every new job of a busy key), each such UPDATE firing the
+--   update triggers; it now returns at once when it picks nothing, and the insert
+--   trigger calls it only for keys left without front and with room (what its upsert of
+--   the key records returns);
 -- - the update trigger ran the hold of a paused crawl's jobs and spawn_followups as
 --   statements with no rows to change (each firing the triggers again); it now runs them
 --   only when a paused crawl or a remembered request is involved.
@@ -64,6 +66,8 @@ END $$;
 -- limit key, the crawl counters (straight from new_rows), the key records and the fronts.
 CREATE OR REPLACE FUNCTION crawlq_jobs_inserted() RETURNS trigger
     LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    a_free text[];
 BEGIN
     INSERT INTO crawlq_count_deltas (queue, state, n)
     SELECT queue, state, count(*) FROM new_rows GROUP BY queue, state;
@@ -93,32 +97,42 @@ BEGIN
         WHERE cr.id = ch.crawl_id;
     END IF;
     -- A key used for the first time (or only blocked so far) takes its settings from the
-    -- crawl of its first new job, else from the queue default, else none.
-    INSERT INTO crawlq_keys AS k (key, max_running, min_interval, source, pending)
-    SELECT DISTINCT ON (f.limit_key) f.limit_key,
-           CASE WHEN c.limits IS NOT NULL THEN (c.limits ->> 'max_running')::integer
-                ELSE qd.max_running END,
-           coalesce(CASE WHEN c.limits IS NOT NULL
-                         THEN (c.limits ->> 'min_interval')::double precision
-                         ELSE qd.min_interval END, 0),
-           'default', f.pending
-    FROM (SELECT n.*, count(*) FILTER (WHERE n.state IN ('scheduled', 'ready', 'waiting',
-                                                        'held'))
-                      OVER (PARTITION BY n.limit_key) AS pending
-          FROM new_rows AS n WHERE n.limit_key IS NOT NULL) AS f
-    LEFT JOIN crawlq_crawls AS c ON c.id = f.crawl_id
-    LEFT JOIN crawlq_limit_defaults AS qd ON qd.queue = f.queue
-    ORDER BY f.limit_key, f.id
-    ON CONFLICT (crawlq_digest(key)) DO UPDATE
-    SET pending = k.pending + excluded.pending,
-        max_running = CASE WHEN k.source = 'none' THEN excluded.max_running
-                           ELSE k.max_running END,
-        min_interval = CASE WHEN k.source = 'none' THEN excluded.min_interval
-                            ELSE k.min_interval END,
-        source = CASE WHEN k.source = 'none' THEN 'default' ELSE k.source END;
-    -- New fronts are due at the caller's instant, the jobs' created_at.
-    PERFORM crawlq_reconcile(array_agg(DISTINCT limit_key), max(created_at))
-    FROM new_rows WHERE limit_key IS NOT NULL AND state = 'waiting';
+    -- crawl of its first new job, else from the queue default, else none. The keys of
+    -- new waiting jobs that have no front and room for one are reconciled (a key that
+    -- has a front, the common case, costs no call).
+    WITH up AS (
+        INSERT INTO crawlq_keys AS k (key, max_running, min_interval, source, pending)
+        SELECT DISTINCT ON (f.limit_key) f.limit_key,
+               CASE WHEN c.limits IS NOT NULL THEN (c.limits ->> 'max_running')::integer
+                    ELSE qd.max_running END,
+               coalesce(CASE WHEN c.limits IS NOT NULL
+                             THEN (c.limits ->> 'min_interval')::double precision
+                             ELSE qd.min_interval END, 0),
+               'default', f.pending
+        FROM (SELECT n.*, count(*) FILTER (WHERE n.state IN ('scheduled', 'ready', 'waiting',
+                                                            'held'))
+                          OVER (PARTITION BY n.limit_key) AS pending
+              FROM new_rows AS n WHERE n.limit_key IS NOT NULL) AS f
+        LEFT JOIN crawlq_crawls AS c ON c.id = f.crawl_id
+        LEFT JOIN crawlq_limit_defaults AS qd ON qd.queue = f.queue
+        ORDER BY f.limit_key, f.id
+        ON CONFLICT (crawlq_digest(key)) DO UPDATE
+        SET pending = k.pending + excluded.pending,
+            max_running = CASE WHEN k.source = 'none' THEN excluded.max_running
+                               ELSE k.max_running END,
+            min_interval = CASE WHEN k.source = 'none' THEN excluded.min_interval
+                                ELSE k.min_interval END,
+            source = CASE WHEN k.source = 'none' THEN 'default' ELSE k.source END
+        RETURNING k.key, k.front, k.max_running, k.running
+    )
+    SELECT array_agg(up.key) INTO a_free FROM up
+    WHERE up.front IS NULL AND (up.max_running IS NULL OR up.running < up.max_running)
+      AND up.key IN (SELECT limit_key FROM new_rows WHERE state = 'waiting');
+    IF a_free IS NOT NULL THEN
+        -- New fronts are due at the caller's instant, the jobs' created_at.
+        PERFORM crawlq_reconcile(a_free, max(created_at))
+        FROM new_rows WHERE state = 'waiting';
+    END IF;
     RETURN NULL;
 END $$;
 
