@@ -193,7 +193,7 @@ CREATE INDEX crawlq_finish_waits_until ON crawlq_finish_waits USING btree (until
 
 CREATE INDEX crawlq_jobs_claim ON crawlq_jobs USING btree (queue, priority DESC, run_at, id) WHERE (state = 'ready'::text);
 
-CREATE INDEX crawlq_jobs_crawl_pending ON crawlq_jobs USING btree (crawl_id) WHERE (state = ANY (ARRAY['scheduled'::text, 'ready'::text, 'waiting'::text, 'held'::text]));
+CREATE INDEX crawlq_jobs_crawl_pending ON crawlq_jobs USING btree (crawl_id) WHERE ((crawl_id IS NOT NULL) AND (state = ANY (ARRAY['scheduled'::text, 'ready'::text, 'waiting'::text, 'held'::text])));
 
 CREATE INDEX crawlq_jobs_finished ON crawlq_jobs USING btree (queue, state, finished_at) WHERE (finished_at IS NOT NULL);
 
@@ -262,57 +262,6 @@ BEGIN
     RETURN NULL;
 END $function$;
 
-CREATE OR REPLACE FUNCTION crawlq_crawls_apply(d json)
- RETURNS void
- LANGUAGE plpgsql
- SET search_path TO 'crawlq'
-AS $function$
-DECLARE
-    a_ids bigint[];
-    a_pending bigint[];
-    a_running bigint[];
-    a_done bigint[];
-    a_dead bigint[];
-    a_cancelled bigint[];
-    a_ended double precision[];
-BEGIN
-    SELECT array_agg(c.crawl_id ORDER BY c.crawl_id), array_agg(c.pending ORDER BY c.crawl_id),
-           array_agg(c.running ORDER BY c.crawl_id), array_agg(c.done ORDER BY c.crawl_id),
-           array_agg(c.dead ORDER BY c.crawl_id), array_agg(c.cancelled ORDER BY c.crawl_id),
-           array_agg(c.ended ORDER BY c.crawl_id)
-    INTO a_ids, a_pending, a_running, a_done, a_dead, a_cancelled, a_ended
-    FROM (
-        SELECT x.crawl_id,
-               coalesce(sum(x.n) FILTER (WHERE x.state IN
-                   ('scheduled', 'ready', 'waiting', 'held')), 0) AS pending,
-               coalesce(sum(x.n) FILTER (WHERE x.state = 'running'), 0) AS running,
-               coalesce(sum(x.n) FILTER (WHERE x.state = 'done'), 0) AS done,
-               coalesce(sum(x.n) FILTER (WHERE x.state = 'dead'), 0) AS dead,
-               coalesce(sum(x.n) FILTER (WHERE x.state = 'cancelled'), 0) AS cancelled,
-               max(x.finished_at) FILTER (WHERE x.n > 0) AS ended
-        FROM json_to_recordset(d) AS x(crawl_id bigint, state text, n integer,
-                                       finished_at double precision)
-        GROUP BY x.crawl_id
-    ) AS c
-    WHERE c.pending <> 0 OR c.running <> 0 OR c.done <> 0 OR c.dead <> 0 OR c.cancelled <> 0;
-    -- Every crawl of a job whose state changed is locked, even without a net change (a
-    -- pause holding jobs): locks are then always taken jobs, crawls, keys in that order.
-    PERFORM FROM crawlq_crawls
-    WHERE id IN (SELECT (x ->> 'crawl_id')::bigint FROM json_array_elements(d) AS x)
-    ORDER BY id FOR UPDATE;
-    IF a_ids IS NULL THEN
-        RETURN;
-    END IF;
-    UPDATE crawlq_crawls AS cr
-    SET pending = cr.pending + ch.pending, running = cr.running + ch.running,
-        done = cr.done + ch.done, dead = cr.dead + ch.dead,
-        cancelled = cr.cancelled + ch.cancelled,
-        changed_at = coalesce(ch.ended, cr.changed_at)
-    FROM unnest(a_ids, a_pending, a_running, a_done, a_dead, a_cancelled, a_ended)
-         AS ch(crawl_id, pending, running, done, dead, cancelled, ended)
-    WHERE cr.id = ch.crawl_id;
-END $function$;
-
 CREATE OR REPLACE FUNCTION crawlq_digest(t text)
  RETURNS bytea
  LANGUAGE sql
@@ -353,6 +302,8 @@ CREATE OR REPLACE FUNCTION crawlq_jobs_inserted()
  LANGUAGE plpgsql
  SET search_path TO 'crawlq'
 AS $function$
+DECLARE
+    a_free text[];
 BEGIN
     INSERT INTO crawlq_count_deltas (queue, state, n)
     SELECT queue, state, count(*) FROM new_rows GROUP BY queue, state;
@@ -363,35 +314,61 @@ BEGIN
                    WHERE crawl_id IS NOT NULL OR limit_key IS NOT NULL) THEN
         RETURN NULL;
     END IF;
-    PERFORM crawlq_crawls_apply(json_agg(json_build_object(
-        'crawl_id', crawl_id, 'state', state, 'n', 1, 'finished_at', created_at)))
-    FROM new_rows WHERE crawl_id IS NOT NULL;
+    IF EXISTS (SELECT FROM new_rows WHERE crawl_id IS NOT NULL) THEN
+        PERFORM FROM crawlq_crawls
+        WHERE id IN (SELECT crawl_id FROM new_rows) ORDER BY id FOR UPDATE;
+        UPDATE crawlq_crawls AS cr
+        SET pending = cr.pending + ch.pending, running = cr.running + ch.running,
+            done = cr.done + ch.done, dead = cr.dead + ch.dead,
+            cancelled = cr.cancelled + ch.cancelled, changed_at = ch.ended
+        FROM (SELECT crawl_id,
+                     count(*) FILTER (WHERE state IN ('scheduled', 'ready', 'waiting', 'held'))
+                         AS pending,
+                     count(*) FILTER (WHERE state = 'running') AS running,
+                     count(*) FILTER (WHERE state = 'done') AS done,
+                     count(*) FILTER (WHERE state = 'dead') AS dead,
+                     count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
+                     max(created_at) AS ended
+              FROM new_rows WHERE crawl_id IS NOT NULL GROUP BY crawl_id) AS ch
+        WHERE cr.id = ch.crawl_id;
+    END IF;
     -- A key used for the first time (or only blocked so far) takes its settings from the
-    -- crawl of its first new job, else from the queue default, else none.
-    INSERT INTO crawlq_keys AS k (key, max_running, min_interval, source, pending)
-    SELECT DISTINCT ON (f.limit_key) f.limit_key,
-           CASE WHEN c.limits IS NOT NULL THEN (c.limits ->> 'max_running')::integer
-                ELSE qd.max_running END,
-           coalesce(CASE WHEN c.limits IS NOT NULL
-                         THEN (c.limits ->> 'min_interval')::double precision
-                         ELSE qd.min_interval END, 0),
-           'default', f.pending
-    FROM (SELECT n.*, count(*) FILTER (WHERE n.state IN ('scheduled', 'ready', 'waiting',
-                                                        'held'))
-                      OVER (PARTITION BY n.limit_key) AS pending
-          FROM new_rows AS n WHERE n.limit_key IS NOT NULL) AS f
-    LEFT JOIN crawlq_crawls AS c ON c.id = f.crawl_id
-    LEFT JOIN crawlq_limit_defaults AS qd ON qd.queue = f.queue
-    ORDER BY f.limit_key, f.id
-    ON CONFLICT (crawlq_digest(key)) DO UPDATE
-    SET pending = k.pending + excluded.pending,
-        max_running = CASE WHEN k.source = 'none' THEN excluded.max_running
-                           ELSE k.max_running END,
-        min_interval = CASE WHEN k.source = 'none' THEN excluded.min_interval
-                            ELSE k.min_interval END,
-        source = CASE WHEN k.source = 'none' THEN 'default' ELSE k.source END;
-    PERFORM crawlq_reconcile(array_agg(DISTINCT limit_key), NULL)
-    FROM new_rows WHERE limit_key IS NOT NULL AND state = 'waiting';
+    -- crawl of its first new job, else from the queue default, else none. The keys of
+    -- new waiting jobs that have no front and room for one are reconciled (a key that
+    -- has a front, the common case, costs no call).
+    WITH up AS (
+        INSERT INTO crawlq_keys AS k (key, max_running, min_interval, source, pending)
+        SELECT DISTINCT ON (f.limit_key) f.limit_key,
+               CASE WHEN c.limits IS NOT NULL THEN (c.limits ->> 'max_running')::integer
+                    ELSE qd.max_running END,
+               coalesce(CASE WHEN c.limits IS NOT NULL
+                             THEN (c.limits ->> 'min_interval')::double precision
+                             ELSE qd.min_interval END, 0),
+               'default', f.pending
+        FROM (SELECT n.*, count(*) FILTER (WHERE n.state IN ('scheduled', 'ready', 'waiting',
+                                                            'held'))
+                          OVER (PARTITION BY n.limit_key) AS pending
+              FROM new_rows AS n WHERE n.limit_key IS NOT NULL) AS f
+        LEFT JOIN crawlq_crawls AS c ON c.id = f.crawl_id
+        LEFT JOIN crawlq_limit_defaults AS qd ON qd.queue = f.queue
+        ORDER BY f.limit_key, f.id
+        ON CONFLICT (crawlq_digest(key)) DO UPDATE
+        SET pending = k.pending + excluded.pending,
+            max_running = CASE WHEN k.source = 'none' THEN excluded.max_running
+                               ELSE k.max_running END,
+            min_interval = CASE WHEN k.source = 'none' THEN excluded.min_interval
+                                ELSE k.min_interval END,
+            source = CASE WHEN k.source = 'none' THEN 'default' ELSE k.source END
+        RETURNING k.key, k.front, k.max_running, k.running
+    )
+    SELECT array_agg(up.key) INTO a_free FROM up
+    WHERE up.front IS NULL AND (up.max_running IS NULL OR up.running < up.max_running)
+      AND up.key IN (SELECT limit_key FROM new_rows WHERE state = 'waiting');
+    IF a_free IS NOT NULL THEN
+        -- New fronts are due at the caller's instant, the jobs' created_at.
+        PERFORM crawlq_reconcile(a_free, max(created_at))
+        FROM new_rows WHERE state = 'waiting';
+    END IF;
     RETURN NULL;
 END $function$;
 
@@ -434,6 +411,7 @@ DECLARE
     a_running bigint[];
     a_started double precision[];
     a_gone bigint[];
+    at double precision;
 BEGIN
     IF NOT EXISTS (SELECT FROM new_rows) THEN
         RETURN NULL;
@@ -452,26 +430,56 @@ BEGIN
             AND (old_rows.state NOT IN ('scheduled', 'ready')
                  OR old_rows.run_at <> new_rows.run_at)) AS woken;
     IF EXISTS (SELECT FROM new_rows WHERE crawl_id IS NOT NULL OR limit_key IS NOT NULL) THEN
-        PERFORM crawlq_crawls_apply(json_agg(json_build_object(
-            'crawl_id', x.crawl_id, 'state', x.state, 'n', x.n, 'finished_at', x.finished_at)))
-        FROM (SELECT n.crawl_id, n.state, 1 AS n, n.finished_at
-              FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
-              WHERE n.crawl_id IS NOT NULL AND n.state <> o.state
-              UNION ALL
-              SELECT o.crawl_id, o.state, -1, o.finished_at
-              FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
-              WHERE o.crawl_id IS NOT NULL AND n.state <> o.state) AS x;
+        -- Crawl counters. Every crawl of a job whose state changed is locked, even
+        -- without a net change (a pause holding jobs): locks are then always taken jobs,
+        -- crawls, keys in that order.
+        PERFORM FROM crawlq_crawls
+        WHERE id IN (SELECT n.crawl_id FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+                     WHERE n.state <> o.state
+                     UNION
+                     SELECT o.crawl_id FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+                     WHERE n.state <> o.state)
+        ORDER BY id FOR UPDATE;
+        UPDATE crawlq_crawls AS cr
+        SET pending = cr.pending + ch.pending, running = cr.running + ch.running,
+            done = cr.done + ch.done, dead = cr.dead + ch.dead,
+            cancelled = cr.cancelled + ch.cancelled,
+            changed_at = coalesce(ch.ended, cr.changed_at)
+        FROM (
+            SELECT x.crawl_id,
+                   coalesce(sum(x.n) FILTER (WHERE x.state IN
+                       ('scheduled', 'ready', 'waiting', 'held')), 0) AS pending,
+                   coalesce(sum(x.n) FILTER (WHERE x.state = 'running'), 0) AS running,
+                   coalesce(sum(x.n) FILTER (WHERE x.state = 'done'), 0) AS done,
+                   coalesce(sum(x.n) FILTER (WHERE x.state = 'dead'), 0) AS dead,
+                   coalesce(sum(x.n) FILTER (WHERE x.state = 'cancelled'), 0) AS cancelled,
+                   max(x.finished_at) FILTER (WHERE x.n > 0) AS ended
+            FROM (SELECT n.crawl_id, n.state, 1 AS n, n.finished_at
+                  FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+                  WHERE n.crawl_id IS NOT NULL AND n.state <> o.state
+                  UNION ALL
+                  SELECT o.crawl_id, o.state, -1, o.finished_at
+                  FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+                  WHERE o.crawl_id IS NOT NULL AND n.state <> o.state) AS x
+            GROUP BY x.crawl_id
+        ) AS ch
+        WHERE cr.id = ch.crawl_id
+          AND (ch.pending <> 0 OR ch.running <> 0 OR ch.done <> 0 OR ch.dead <> 0
+               OR ch.cancelled <> 0);
         -- Jobs of a paused crawl that became pending again (retry, release, expiry,
         -- requeue) or a key's front are held at once (after the counters: the crawl row
         -- is locked, so a pause that committed meanwhile is seen).
-        UPDATE crawlq_jobs AS j
-        SET state = 'held', run_at = coalesce(j.own_run_at, j.run_at), own_run_at = NULL
-        FROM new_rows AS n
-        JOIN old_rows AS o ON o.id = n.id
-        JOIN crawlq_crawls AS c ON c.id = n.crawl_id
-        WHERE j.id = n.id AND c.state = 'paused'
-          AND o.state IN ('running', 'dead', 'waiting')
-          AND n.state IN ('scheduled', 'ready', 'waiting');
+        IF EXISTS (SELECT FROM crawlq_crawls
+                   WHERE state = 'paused' AND id IN (SELECT crawl_id FROM new_rows)) THEN
+            UPDATE crawlq_jobs AS j
+            SET state = 'held', run_at = coalesce(j.own_run_at, j.run_at), own_run_at = NULL
+            FROM new_rows AS n
+            JOIN old_rows AS o ON o.id = n.id
+            JOIN crawlq_crawls AS c ON c.id = n.crawl_id
+            WHERE j.id = n.id AND c.state = 'paused'
+              AND o.state IN ('running', 'dead', 'waiting')
+              AND n.state IN ('scheduled', 'ready', 'waiting');
+        END IF;
         -- A requeued job's key may have lost its record (job_prune): it takes its
         -- settings as a newly scheduled job would.
         INSERT INTO crawlq_keys AS k (key, max_running, min_interval, source)
@@ -496,9 +504,13 @@ BEGIN
         -- one (records locked first, in key order), then a new front where there is room.
         -- A waiting job rewritten by a merge counts too: a reconcile that found it locked
         -- skipped it.
+        -- The new fronts are due at the caller's instant, which a claim wrote as
+        -- started_at and an end as finished_at (else NULL: 'scheduled', promoted by the
+        -- claim when due): a front due now goes straight to the claim index.
         SELECT array_agg(d.key ORDER BY d.key), array_agg(d.pending ORDER BY d.key),
-               array_agg(d.running ORDER BY d.key), array_agg(d.started ORDER BY d.key)
-        INTO a_keys, a_pending, a_running, a_started
+               array_agg(d.running ORDER BY d.key), array_agg(d.started ORDER BY d.key),
+               coalesce(max(d.started), max(d.ended))
+        INTO a_keys, a_pending, a_running, a_started, at
         FROM (
             SELECT n.limit_key AS key,
                    count(*) FILTER (WHERE n.state IN ('scheduled', 'ready', 'waiting', 'held'))
@@ -506,7 +518,9 @@ BEGIN
                        AS pending,
                    count(*) FILTER (WHERE n.state = 'running')
                    - count(*) FILTER (WHERE o.state = 'running') AS running,
-                   max(n.started_at) FILTER (WHERE n.state = 'running') AS started
+                   max(n.started_at) FILTER (WHERE n.state = 'running') AS started,
+                   max(n.finished_at) FILTER (WHERE n.state IN ('done', 'dead', 'cancelled'))
+                       AS ended
             FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
             WHERE n.limit_key IS NOT NULL
               AND (o.state <> n.state OR n.state = 'waiting')
@@ -527,12 +541,16 @@ BEGIN
                 front = CASE WHEN k.front = ANY(a_gone) THEN NULL ELSE k.front END
             FROM unnest(a_keys, a_pending, a_running, a_started) AS d(key, pending, running, started)
             WHERE k.key = d.key;
-            PERFORM crawlq_reconcile(a_keys, NULL);
+            PERFORM crawlq_reconcile(a_keys, at);
         END IF;
     END IF;
     -- spawn_followups: a job that ends turns its remembered request into a new job
     -- (dropped if its key is live again or its crawl closed). Siblings:
     -- SQLiteStore._spawn_followups (sqlite/store.py), spawn_followups in prelude.lua.
+    IF NOT EXISTS (SELECT FROM new_rows
+                   WHERE followup IS NOT NULL AND state IN ('done', 'dead')) THEN
+        RETURN NULL;
+    END IF;
     INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state,
                              max_attempts, lease_seconds, timeout, created_at, crawl_id,
                              limit_key, key_digest, limit_digest)
@@ -573,34 +591,45 @@ AS $function$ SELECT CASE WHEN paused THEN 'held' WHEN keyed THEN 'waiting'
 
 CREATE OR REPLACE FUNCTION crawlq_reconcile(keys text[], now double precision)
  RETURNS void
- LANGUAGE sql
+ LANGUAGE plpgsql
  SET search_path TO 'crawlq'
 AS $function$
+DECLARE
+    a_keys text[];
+    a_ids bigint[];
+    a_run_at double precision[];
+    a_gate double precision[];
+BEGIN
     WITH k AS (
         SELECT key, min_interval, blocked_until, last_start FROM crawlq_keys
         WHERE key = ANY(keys) AND front IS NULL
           AND (max_running IS NULL OR running < max_running)
         ORDER BY key
         FOR UPDATE
-    ), pick AS (
-        SELECT k.key, j.id, j.run_at,
-               greatest(j.run_at, k.last_start + k.min_interval, k.blocked_until) AS gate
-        FROM k CROSS JOIN LATERAL (
-            SELECT id, run_at FROM crawlq_jobs
-            WHERE limit_digest = crawlq_digest(k.key) AND state = 'waiting'
-            ORDER BY priority DESC, run_at, id
-            LIMIT 1
-            FOR UPDATE SKIP LOCKED
-        ) AS j
-    ), fronts AS (
-        UPDATE crawlq_keys SET front = pick.id FROM pick WHERE crawlq_keys.key = pick.key
     )
+    SELECT array_agg(k.key), array_agg(j.id), array_agg(j.run_at),
+           array_agg(greatest(j.run_at, k.last_start + k.min_interval, k.blocked_until))
+    INTO a_keys, a_ids, a_run_at, a_gate
+    FROM k CROSS JOIN LATERAL (
+        SELECT id, run_at FROM crawlq_jobs
+        WHERE limit_digest = crawlq_digest(k.key) AND state = 'waiting'
+        ORDER BY priority DESC, run_at, id
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ) AS j;
+    IF a_ids IS NULL THEN
+        RETURN;
+    END IF;
+    UPDATE crawlq_keys AS k SET front = p.id
+    FROM unnest(a_keys, a_ids) AS p(key, id)
+    WHERE k.key = ANY(a_keys) AND k.key = p.key;
     UPDATE crawlq_jobs AS j
-    SET own_run_at = CASE WHEN pick.gate > pick.run_at THEN pick.run_at END,
-        run_at = pick.gate,
-        state = crawlq_pending_state(false, false, pick.gate <= now)
-    FROM pick WHERE j.id = pick.id;
-$function$;
+    SET own_run_at = CASE WHEN p.gate > p.run_at THEN p.run_at END,
+        run_at = p.gate,
+        state = crawlq_pending_state(false, false, p.gate <= now)
+    FROM unnest(a_ids, a_run_at, a_gate) AS p(id, run_at, gate)
+    WHERE j.id = ANY(a_ids) AND j.id = p.id;
+END $function$;
 
 CREATE CONSTRAINT TRIGGER crawlq_crawls_finish AFTER INSERT OR UPDATE ON crawlq_crawls DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (new.pending = 0 AND new.running = 0 AND (new.state = ANY (ARRAY['running'::text, 'paused'::text]))) EXECUTE FUNCTION crawlq_crawl_finish();
 

@@ -16,6 +16,8 @@ from crawlq.stores.gate import JobGate
 from crawlq.stores.postgres.core import Conn, Q, first_of_each, limited, opt_float, pg_text, row_job
 from crawlq.stores.postgres.scheduling import (
     PostgresScheduling,
+    checked_crawl,
+    created_one,
     insert_params,
     live_from_row,
     pending_params,
@@ -35,6 +37,19 @@ class PostgresJobs(PostgresScheduling, JobGate):
         def work(conn: Conn) -> list[ScheduleResult]:
             return self._insert(conn, specs, now, params)
 
+        if len(specs) == 1 and specs[0].fingerprint is None:
+            # One statement, which locks and checks the job's crawl too: done unless
+            # its key is live, then merged in a transaction (this one wrote nothing).
+            query = Q["job_insert_one" if specs[0].crawl is None else "job_insert_crawl_one"]
+            row = self._run(
+                "scheduling jobs",
+                lambda c: c.execute(query, params).fetchone(),
+                transaction=False,
+            )
+            checked_crawl(specs[0], row)
+            created = created_one(row)
+            if created is not None:
+                return [created]
         # else one statement, nothing to merge or check
         several = any(s.key is not None or s.crawl is not None for s in specs)
         return self._run("scheduling jobs", work, transaction=several)

@@ -105,35 +105,59 @@ WITH input AS (
            crawlq_digest(key), crawlq_digest(limit_key)
     FROM input
     ORDER BY ord
-    ON CONFLICT (queue, key_digest)
-        WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
-    DO NOTHING
+    {{live_key_conflict}}
     RETURNING id
 )
 SELECT input.id, inserted.id IS NOT NULL AS created
 FROM input LEFT JOIN inserted USING (id)
 ORDER BY input.ord;
 
--- name: job_insert_one
--- job_insert_many for a single spec, with one parameter per column: one row needs no
--- numbering, join or sort, and one call per job is the common case (about half the
--- time of job_insert_many per call). Its id, or no row when its (queue, key) is live.
+-- fragment: job_insert_row
+-- One job from one parameter per column (job_insert_one, job_insert_crawl_one), held
+-- when asked or when its crawl (c) is paused.
 INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state,
                          max_attempts, lease_seconds, timeout, created_at, crawl_id,
                          limit_key, key_digest, limit_digest)
 SELECT %(queue)s::text, %(task)s::text, %(args)s::json, %(kwargs)s::json, %(key)s::text,
        %(priority)s::bigint, s.run_at,
-       crawlq_pending_state(%(hold)s::boolean, %(limit_key)s::text IS NOT NULL,
-                            s.run_at <= crawlq_now(%(now)s)),
+       crawlq_pending_state(%(hold)s::boolean OR c.state = 'paused',
+                            %(limit_key)s::text IS NOT NULL, s.run_at <= crawlq_now(%(now)s)),
        %(max_attempts)s::integer, %(lease_seconds)s::float8, %(timeout)s::float8,
        crawlq_now(%(now)s), %(crawl_id)s::bigint, %(limit_key)s::text,
        crawlq_digest(%(key)s::text), crawlq_digest(%(limit_key)s::text)
 FROM (SELECT coalesce(%(given_run_at)s::float8, crawlq_now(%(now)s) + %(delay)s::float8)
       AS run_at) AS s
+
+-- fragment: live_key_conflict
+-- The arbiter of a job whose (queue, key) is live: nothing is inserted.
 ON CONFLICT (queue, key_digest)
     WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
 DO NOTHING
-RETURNING id;
+
+-- name: job_insert_one
+-- job_insert_many for a single spec with no crawl, with one parameter per column: one
+-- row needs no numbering, join or sort, and one call per job is the common case (about
+-- half the time of job_insert_many per call). Its id, or no row when its (queue, key) is
+-- live.
+{{job_insert_row}}
+CROSS JOIN (SELECT NULL::text AS state) AS c
+{{live_key_conflict}}
+RETURNING id, NULL::text AS crawl_state;
+
+-- name: job_insert_crawl_one
+-- job_insert_one for a spec of a crawl, which it locks and reads in the same statement
+-- (crawl_lock's lock): a job of a paused crawl is held, and one of a closed or unknown
+-- crawl is not inserted. One row: the job's id (NULL when its (queue, key) is live or
+-- its crawl is not open) and its crawl's state (NULL if there is no such crawl).
+WITH crawl AS (
+    SELECT state FROM crawlq_crawls WHERE id = %(crawl_id)s::bigint FOR UPDATE
+), inserted AS (
+    {{job_insert_row}}
+    JOIN crawl AS c ON c.state IN ('running', 'paused')
+    {{live_key_conflict}}
+    RETURNING id
+)
+SELECT (SELECT id FROM inserted) AS id, (SELECT state FROM crawl) AS crawl_state;
 
 -- name: job_lock_live
 -- The live jobs of some (queue, key) pairs, locked for this transaction, and the instant.

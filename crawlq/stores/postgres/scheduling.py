@@ -50,6 +50,22 @@ def insert_params(
     return {**row, "args": dumps(row["args"]), "kwargs": dumps(row["kwargs"]), "now": now}
 
 
+def created_one(row: DictRow | None) -> ScheduleResult | None:
+    """The result of ``job_insert_one`` or ``job_insert_crawl_one``: CREATED, or None when
+    nothing was inserted (its key is live, or its crawl is not open)."""
+    return None if row is None or row["id"] is None else ScheduleResult(row["id"], Outcome.CREATED)
+
+
+def checked_crawl(spec: JobSpec, row: DictRow | None) -> None:
+    """Raise if ``job_insert_crawl_one`` found the spec's crawl unknown or closed."""
+    if spec.crawl is None or row is None:
+        return
+    if row["crawl_state"] is None:
+        raise no_such_crawl(spec.crawl)
+    if row["crawl_state"] not in OPEN_CRAWL_STATES:
+        raise crawl_closed(spec.crawl, row["crawl_state"])
+
+
 @dataclass(slots=True)
 class Live:
     """A live job of a key, as the conflicting requests of one call change it."""
@@ -186,7 +202,7 @@ class PostgresScheduling(PostgresCore):
         created: list[ScheduleResult | None]
         if "rows" not in query_params:  # _insert_params made one spec's columns
             row = conn.execute(Q["job_insert_one"], query_params).fetchone()
-            created = [None if row is None else ScheduleResult(row["id"], Outcome.CREATED)]
+            created = [created_one(row)]
         else:
             rows = conn.execute(Q["job_insert_many"], query_params).fetchall()
             created = [
