@@ -28,13 +28,13 @@ lease_token = NULL, lease_expires_at = NULL
 
 -- name: job_insert
 -- A new job in :state (the store picks ready, scheduled, waiting or held; a keyed job
--- inserted ready or scheduled is its key's front, :own_run_at its run_at when its key's
--- gate is later); on a live (queue, key) nothing is inserted and no row is returned.
+-- inserted ready or scheduled is its key's front); on a live (queue, key) nothing is
+-- inserted and no row is returned.
 INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state,
                          max_attempts, lease_seconds, timeout, created_at, crawl_id,
-                         limit_key, own_run_at)
+                         limit_key)
 VALUES (:queue, :task, :args, :kwargs, :key, :priority, :run_at, :state,
-        :max_attempts, :lease_seconds, :timeout, :now, :crawl_id, :limit_key, :own_run_at)
+        :max_attempts, :lease_seconds, :timeout, :now, :crawl_id, :limit_key)
 ON CONFLICT (queue, key)
     WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
 DO NOTHING

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -142,13 +141,13 @@ class SQLiteScheduling(SQLiteCore):
         waiting behind its limit key (reconciled when the transaction settles), else ready
         or scheduled by run_at. A key with no front and room under its cap when first used
         in the transaction takes the job as its front at once if no other spec of the call
-        uses the key (``lone_keys``: due at the key's gate, as ``_reconcile`` would make
-        it), else is reconciled; a key with a front or at its cap is not (whatever takes
-        its front or a running job away later notes the key itself)."""
+        uses the key (``lone_keys``) and the key's gate is not later than the job's run_at
+        (else ``_reconcile`` makes it the front, due at the gate); a key with a front or
+        at its cap is not reconciled (whatever takes its front or a running job away
+        later notes the key itself)."""
         limit_key = request.limit_key
         paused = crawl is not None and crawl["state"] == CrawlState.PAUSED
-        run_at, own_run_at = float(request.run_at), None
-        state = states.pending_state(paused, limit_key is not None, run_at <= now)
+        state = states.pending_state(paused, limit_key is not None, request.run_at <= now)
         may_front = True
         if limit_key is not None and limit_key not in touched.ensured:
             record = self._key_record(conn, limit_key, queue, crawl)
@@ -156,15 +155,15 @@ class SQLiteScheduling(SQLiteCore):
             may_front = record["front"] is None and (
                 record["max_running"] is None or record["running"] < record["max_running"]
             )
-            if may_front and not paused and limit_key in touched.lone_keys:
-                gate = key_gate(record)
-                if gate > run_at:
-                    run_at, own_run_at = gate, run_at
-                state = states.pending_state(False, False, run_at <= now)
+            if (
+                may_front
+                and not paused
+                and limit_key in touched.lone_keys
+                and key_gate(record) <= request.run_at
+            ):
+                state = states.pending_state(False, False, request.run_at <= now)
         params = {
             **request_params(request),
-            "run_at": run_at,
-            "own_run_at": own_run_at,
             "now": now,
             "queue": queue,
             "key": key,
@@ -297,5 +296,10 @@ def with_crawl(spec: JobSpec, crawl_id: int) -> JobSpec:
 
 def lone_keys(specs: Sequence[JobSpec]) -> set[str]:
     """The limit keys that exactly one of ``specs`` uses."""
-    uses = Counter(s.limit_key for s in specs if s.limit_key is not None)
-    return {key for key, n in uses.items() if n == 1}
+    seen: set[str] = set()
+    twice: set[str] = set()
+    for spec in specs:
+        key = spec.limit_key
+        if key is not None:
+            (twice if key in seen else seen).add(key)
+    return seen - twice
