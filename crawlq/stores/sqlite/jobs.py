@@ -128,7 +128,7 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
             for i, item in enumerate(items):
                 rows = conn.execute(Q[query], item).fetchall()
                 applied.append(bool(rows))
-                touched.note(rows, completed=query == "job_complete")
+                touched.note(rows)
                 ended = [r for r in rows if r["state"] in ("done", "dead")]
                 self._spawn_followups(conn, ended, now, touched)
                 if rows and children:

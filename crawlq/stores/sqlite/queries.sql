@@ -100,13 +100,11 @@ UPDATE crawlq_jobs SET lease_expires_at = :now + lease_seconds
 WHERE id = :id AND lease_token = :token AND state = 'running';
 
 -- name: job_complete
--- uncapped: the job's limit key has no cap, so its end makes no room for a front.
 UPDATE crawlq_jobs
 SET state = 'done', result = :result, finished_at = :now,
     lease_token = NULL, lease_expires_at = NULL
 WHERE id = :id AND lease_token = :token AND state = 'running'
-RETURNING id, queue, key, followup, state, crawl_id, limit_key,
-          (SELECT max_running IS NULL FROM crawlq_limits WHERE key = limit_key) AS uncapped;
+RETURNING id, queue, key, followup, state, crawl_id, limit_key;
 
 -- name: job_fail
 -- A job that is pending again is held in a paused crawl and waits behind its limit key.

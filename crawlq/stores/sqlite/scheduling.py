@@ -36,14 +36,9 @@ class Touched:
     """Limit keys that one spec only of the call uses: its job may be inserted as the
     key's front (it is the only candidate)."""
 
-    def note(
-        self, rows: Iterable[sqlite3.Row], *, crawls: bool = True, completed: bool = False
-    ) -> None:
-        """Note the limit keys and (with ``crawls``) the crawls of ``rows``. Rows of
-        ``completed`` jobs (job_complete) leave an ``uncapped`` key alone: a completion
-        takes no front away and makes room only under a cap."""
+    def note(self, rows: Iterable[sqlite3.Row], *, crawls: bool = True) -> None:
         for row in rows:
-            if row["limit_key"] is not None and not (completed and row["uncapped"]):
+            if row["limit_key"] is not None:
                 self.keys.add(row["limit_key"])
             if crawls and row["crawl_id"] is not None:
                 self.crawls.add(row["crawl_id"])
