@@ -154,8 +154,7 @@ CREATE INDEX crawlq_crawls_state ON crawlq_crawls (state, id);
 CREATE INDEX crawlq_jobs_claim ON crawlq_jobs (queue, priority DESC, run_at, id)
     WHERE state = 'ready';
 
-CREATE INDEX crawlq_jobs_crawl ON crawlq_jobs (crawl_id)
-    WHERE crawl_id IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held');
+CREATE INDEX crawlq_jobs_crawl ON crawlq_jobs (crawl_id) WHERE crawl_id IS NOT NULL;
 
 CREATE INDEX crawlq_jobs_finished ON crawlq_jobs (queue, state, finished_at)
     WHERE finished_at IS NOT NULL;
@@ -209,7 +208,9 @@ BEGIN
     UPDATE crawlq_limits
     SET pending = pending + (new.state = 'scheduled' OR new.state = 'ready'
                              OR new.state = 'waiting' OR new.state = 'held'),
-        running = running + (new.state = 'running')
+        running = running + (new.state = 'running'),
+        front = CASE WHEN new.state = 'scheduled' OR new.state = 'ready' THEN new.id
+                     ELSE front END
     WHERE new.limit_key IS NOT NULL AND key = new.limit_key;
 END;
 
@@ -243,7 +244,11 @@ BEGIN
         last_start = CASE WHEN new.state = 'running' THEN new.started_at ELSE last_start END,
         front = CASE WHEN front = new.id AND (new.state <> 'scheduled' AND new.state <> 'ready')
                      THEN NULL ELSE front END
-    WHERE new.limit_key IS NOT NULL AND key = new.limit_key;
+    WHERE new.limit_key IS NOT NULL
+      AND NOT ((old.state = 'scheduled' OR old.state = 'ready'
+                    OR old.state = 'waiting' OR old.state = 'held')
+               AND (new.state = 'scheduled' OR new.state = 'ready'))
+      AND key = new.limit_key;
     -- Totals: a failed attempt sent back to pending (it keeps the attempt its claim
     -- counted; a release gives it back), a dead job requeued.
     INSERT INTO crawlq_counts (queue, state, n)

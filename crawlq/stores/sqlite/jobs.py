@@ -13,7 +13,7 @@ from crawlq.stores.base import ClaimParams, Completion, Failure, Release
 from crawlq.stores.codec import dumps
 from crawlq.stores.gate import JobGate
 from crawlq.stores.sqlite.core import Q, row_job, row_request
-from crawlq.stores.sqlite.scheduling import SQLiteScheduling, Touched
+from crawlq.stores.sqlite.scheduling import SQLiteScheduling, Touched, lone_keys
 from crawlq.types import JobId, Timestamp
 
 
@@ -26,7 +26,7 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         t = self._now(now)
 
         def work(conn: sqlite3.Connection) -> list[ScheduleResult]:
-            touched = Touched()
+            touched = Touched(lone_keys=lone_keys(specs))
             results = [self._schedule_one(conn, s, t, touched) for s in specs]
             self._settle(conn, touched, t)
             return [r for r in results if r is not None]
@@ -52,11 +52,10 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         while len(jobs) < params.limit:
             claimed = self._claim_round(conn, params, params.limit - len(jobs), now)
             jobs.extend(claimed)
-            keys = sorted({j.limit_key for j in claimed if j.limit_key is not None})
+            keys = {j.limit_key for j in claimed if j.limit_key is not None}
             if not keys:
                 break
-            for key in keys:
-                self._reconcile(conn, key, now)
+            self._reconcile(conn, keys, now)
         jobs.sort(key=lambda j: states.claim_order(j.priority, j.run_at, j.id))
         return jobs
 

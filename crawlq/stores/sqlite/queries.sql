@@ -27,8 +27,9 @@ finished_at = CASE WHEN attempts < max_attempts THEN NULL ELSE :now END,
 lease_token = NULL, lease_expires_at = NULL
 
 -- name: job_insert
--- A new job in :state (the store picks ready, scheduled, waiting or held); on a live
--- (queue, key) nothing is inserted and no row is returned.
+-- A new job in :state (the store picks ready, scheduled, waiting or held; a keyed job
+-- inserted ready or scheduled is its key's front); on a live (queue, key) nothing is
+-- inserted and no row is returned.
 INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state,
                          max_attempts, lease_seconds, timeout, created_at, crawl_id,
                          limit_key)
@@ -375,9 +376,16 @@ RETURNING 1;
 -- A row only if the crawl's seen set holds the fingerprint.
 SELECT 1 FROM crawlq_seen WHERE crawl_id = :crawl_id AND fp = :fp;
 
+-- name: limit_record
+-- What a job joining the key needs to know: whether its settings are fixed (source), and
+-- whether the job may be its front (front, cap, running) and when (the gate).
+SELECT source, front, max_running, running, min_interval, last_start, blocked_until
+FROM crawlq_limits WHERE key = :key;
+
 -- name: limit_ensure
 -- Fix the settings of a key used by a job: from its crawl's limits (:from_crawl), else the
--- queue default, else none. A key made by limit_block ('none') takes them too.
+-- queue default, else none. A key made by limit_block ('none') takes them too. Returns
+-- what limit_record returns.
 INSERT INTO crawlq_limits (key, max_running, min_interval, source)
 VALUES (:key,
         CASE WHEN :from_crawl THEN :max_running
@@ -387,28 +395,38 @@ VALUES (:key,
                             WHERE queue = :queue), 0) END,
         'default')
 ON CONFLICT (key) DO UPDATE
-SET max_running = excluded.max_running, min_interval = excluded.min_interval,
-    source = 'default'
-WHERE crawlq_limits.source = 'none';
+SET max_running = CASE WHEN crawlq_limits.source = 'none' THEN excluded.max_running
+                       ELSE crawlq_limits.max_running END,
+    min_interval = CASE WHEN crawlq_limits.source = 'none' THEN excluded.min_interval
+                        ELSE crawlq_limits.min_interval END,
+    source = CASE WHEN crawlq_limits.source = 'none' THEN 'default'
+                  ELSE crawlq_limits.source END
+RETURNING source, front, max_running, running, min_interval, last_start, blocked_until;
 
--- name: limit_take_front
--- Reconcile, step 1: a key with no front and room under its cap takes its best waiting job.
+-- name: limit_take_fronts
+-- Reconcile, step 1, for several keys (a JSON list) in one statement: each key with no
+-- front, room under its cap and a waiting job takes its best waiting job.
 UPDATE crawlq_limits
 SET front = (SELECT id FROM crawlq_jobs INDEXED BY crawlq_jobs_waiting
-             WHERE limit_key = :key AND state = 'waiting'
+             WHERE limit_key = crawlq_limits.key AND state = 'waiting'
              ORDER BY {{claim_order}}
              LIMIT 1)
-WHERE key = :key AND front IS NULL AND (max_running IS NULL OR running < max_running)
+WHERE key IN (SELECT value FROM json_each(:keys))
+  AND front IS NULL AND (max_running IS NULL OR running < max_running)
+  AND EXISTS (SELECT 1 FROM crawlq_jobs INDEXED BY crawlq_jobs_waiting
+              WHERE limit_key = crawlq_limits.key AND state = 'waiting')
 RETURNING front, min_interval, last_start, blocked_until;
 
--- name: limit_front_due
--- Reconcile, step 2: the front enters the claim index, due at its key's gate; its own
--- run_at is kept aside when the gate is later.
+-- name: limit_fronts_due
+-- Reconcile, step 2: the new fronts (a JSON list of [id, gate]) enter the claim index,
+-- each due at its key's gate; a front's own run_at is kept aside when the gate is later.
 UPDATE crawlq_jobs
-SET own_run_at = CASE WHEN :gate > run_at THEN run_at END,
-    run_at = max(run_at, :gate),
-    state = crawlq_pending_state(0, 0, max(run_at, :gate) <= :now)
-WHERE id = :id AND state = 'waiting';
+SET own_run_at = CASE WHEN f.gate > run_at THEN run_at END,
+    run_at = max(run_at, f.gate),
+    state = crawlq_pending_state(0, 0, max(run_at, f.gate) <= :now)
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS gate
+      FROM json_each(:fronts)) AS f
+WHERE crawlq_jobs.id = f.id AND crawlq_jobs.state = 'waiting';
 
 -- name: limit_demote_front
 -- The key's front goes back to waiting with its own run_at (the store reconciles it).

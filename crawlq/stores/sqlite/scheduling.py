@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlState, no_such_crawl
 from crawlq.jobs import JobSpec, Outcome, ScheduleResult
 from crawlq.stores import states
 from crawlq.stores.checks import crawl_closed
-from crawlq.stores.codec import limits_from, on_finish_spec, request_params
+from crawlq.stores.codec import dumps, limits_from, on_finish_spec, request_params
 from crawlq.stores.conflict import Request, merge
 from crawlq.stores.sqlite.core import Q, SQLiteCore, row_request
 from crawlq.types import JobId
@@ -30,6 +30,11 @@ class Touched:
     crawls: set[int] = field(default_factory=set)
     ensured: set[str] = field(default_factory=set)
     """Keys whose record this transaction already made sure of."""
+    open_crawls: dict[int, sqlite3.Row] = field(default_factory=dict)
+    """Open crawls this transaction read, by id (forgotten when one finishes)."""
+    lone_keys: set[str] = field(default_factory=set)
+    """Limit keys that one spec only of the call uses: its job may be inserted as the
+    key's front (it is the only candidate)."""
 
     def note(self, rows: Iterable[sqlite3.Row], *, crawls: bool = True) -> None:
         for row in rows:
@@ -45,14 +50,19 @@ class SQLiteScheduling(SQLiteCore):
     jobs, ``on_finish``) and worker reaping."""
 
     def _open_crawl(
-        self, conn: sqlite3.Connection, crawl_id: int, *, drop_closed: bool
+        self, conn: sqlite3.Connection, crawl_id: int, touched: Touched, *, drop_closed: bool
     ) -> sqlite3.Row | None:
         """The open crawl a job joins: ``CrawlNotFound`` if there is none; if it is
-        closed, ``CrawlClosed``, or None with ``drop_closed`` (children, follow-ups)."""
-        row: sqlite3.Row | None = conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone()
+        closed, ``CrawlClosed``, or None with ``drop_closed`` (children, follow-ups).
+        Read once per transaction (a batch of jobs of one crawl reads it once)."""
+        row: sqlite3.Row | None = touched.open_crawls.get(crawl_id)
+        if row is not None:
+            return row
+        row = conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone()
         if row is None:
             raise no_such_crawl(crawl_id)
         if row["state"] in OPEN_CRAWL_STATES:
+            touched.open_crawls[crawl_id] = row
             return row
         if drop_closed:
             return None
@@ -71,7 +81,7 @@ class SQLiteScheduling(SQLiteCore):
         fp = spec.fingerprint  # checked by the gate
         crawl = None
         if spec.crawl is not None:
-            crawl = self._open_crawl(conn, spec.crawl, drop_closed=drop_closed)
+            crawl = self._open_crawl(conn, spec.crawl, touched, drop_closed=drop_closed)
             if crawl is None:
                 return None
             if fp is not None:
@@ -129,13 +139,29 @@ class SQLiteScheduling(SQLiteCore):
     ) -> JobId | None:
         """Insert a pending job unless (queue, key) is live: held in a paused crawl,
         waiting behind its limit key (reconciled when the transaction settles), else ready
-        or scheduled by run_at."""
+        or scheduled by run_at. A key with no front and room under its cap when first used
+        in the transaction takes the job as its front at once if no other spec of the call
+        uses the key (``lone_keys``) and the key's gate is not later than the job's run_at
+        (else ``_reconcile`` makes it the front, due at the gate); a key with a front or
+        at its cap is not reconciled (whatever takes its front or a running job away
+        later notes the key itself)."""
         limit_key = request.limit_key
         paused = crawl is not None and crawl["state"] == CrawlState.PAUSED
         state = states.pending_state(paused, limit_key is not None, request.run_at <= now)
+        may_front = True
         if limit_key is not None and limit_key not in touched.ensured:
-            self._ensure_key(conn, limit_key, queue, None if crawl is None else crawl["limits"])
+            record = self._key_record(conn, limit_key, queue, crawl)
             touched.ensured.add(limit_key)
+            may_front = record["front"] is None and (
+                record["max_running"] is None or record["running"] < record["max_running"]
+            )
+            if (
+                may_front
+                and not paused
+                and limit_key in touched.lone_keys
+                and key_gate(record) <= request.run_at
+            ):
+                state = states.pending_state(False, False, request.run_at <= now)
         params = {
             **request_params(request),
             "now": now,
@@ -148,7 +174,7 @@ class SQLiteScheduling(SQLiteCore):
         rows = conn.execute(Q["job_insert"], params).fetchall()
         if not rows:
             return None
-        if state == "waiting" and limit_key is not None:
+        if state == "waiting" and limit_key is not None and may_front:
             touched.keys.add(limit_key)
         return int(rows[0][0])
 
@@ -163,17 +189,28 @@ class SQLiteScheduling(SQLiteCore):
                 request = Request.from_json(row["followup"])
                 crawl = None
                 if request.crawl is not None:
-                    crawl = self._open_crawl(conn, request.crawl, drop_closed=True)
+                    crawl = self._open_crawl(conn, request.crawl, touched, drop_closed=True)
                     if crawl is None:
                         continue
                 self._insert(conn, row["queue"], row["key"], request, now, touched, crawl)
 
+    def _key_record(
+        self, conn: sqlite3.Connection, key: str, queue: str, crawl: sqlite3.Row | None
+    ) -> sqlite3.Row:
+        """The record of ``key`` (limit_record), its settings fixed first if they are not
+        (a read only, in the common case)."""
+        row: sqlite3.Row | None = conn.execute(Q["limit_record"], {"key": key}).fetchone()
+        if row is not None and row["source"] != "none":
+            return row
+        return self._ensure_key(conn, key, queue, None if crawl is None else crawl["limits"])
+
     def _ensure_key(
         self, conn: sqlite3.Connection, key: str, queue: str, crawl_limits: str | None
-    ) -> None:
-        """Make sure ``key`` has a record with fixed settings before a job joins it."""
+    ) -> sqlite3.Row:
+        """Make sure ``key`` has a record with fixed settings before a job joins it; its
+        front, cap and running count as they are now."""
         limits = limits_from(crawl_limits)
-        conn.execute(
+        row: sqlite3.Row = conn.execute(
             Q["limit_ensure"],
             {
                 "key": key,
@@ -182,35 +219,34 @@ class SQLiteScheduling(SQLiteCore):
                 "max_running": None if limits is None else limits.max_running,
                 "min_interval": 0.0 if limits is None else limits.min_interval,
             },
-        )
+        ).fetchone()
+        return row
 
-    def _reconcile(self, conn: sqlite3.Connection, key: str, now: float) -> None:
-        """Give ``key`` a front if it has none, room under its cap and a waiting job: the
-        best one, due at max(its run_at, last start + min_interval, blocked_until).
-        Siblings: crawlq_reconcile (postgres/migrations/0008_rules.sql), reconcile in
-        redis/scripts/prelude.lua."""
-        row = conn.execute(Q["limit_take_front"], {"key": key}).fetchone()
-        if row is None or row["front"] is None:
+    def _reconcile(self, conn: sqlite3.Connection, keys: Iterable[str], now: float) -> None:
+        """Give each of ``keys`` a front if it has none, room under its cap and a waiting
+        job: the best one, due at max(its run_at, last start + min_interval,
+        blocked_until). Two statements for all the keys. Siblings: crawlq_reconcile
+        (postgres/migrations/0008_rules.sql), reconcile in redis/scripts/prelude.lua."""
+        names = sorted(set(keys))
+        if not names:
             return
-        gate = 0.0
-        if row["last_start"] is not None:
-            gate = row["last_start"] + row["min_interval"]
-        if row["blocked_until"] is not None:
-            gate = max(gate, row["blocked_until"])
-        conn.execute(Q["limit_front_due"], {"id": row["front"], "gate": gate, "now": now})
+        fronts = []
+        for row in conn.execute(Q["limit_take_fronts"], {"keys": dumps(names)}).fetchall():
+            fronts.append([row["front"], key_gate(row)])
+        if fronts:
+            conn.execute(Q["limit_fronts_due"], {"fronts": dumps(fronts), "now": now})
 
     def _retime(self, conn: sqlite3.Connection, key: str, now: float) -> None:
         """Settings or block of ``key`` changed: its front goes back and is chosen again."""
         conn.execute(Q["limit_demote_front"], {"key": key})
-        self._reconcile(conn, key, now)
+        self._reconcile(conn, [key], now)
 
     def _settle(self, conn: sqlite3.Connection, touched: Touched, now: float) -> None:
         """End of a write: reconcile the touched keys, then finish each touched crawl with
         nothing outstanding, scheduling its ``on_finish`` in this transaction."""
         while touched.keys or touched.crawls:
-            keys, touched.keys = sorted(touched.keys), set()
-            for key in keys:
-                self._reconcile(conn, key, now)
+            keys, touched.keys = touched.keys, set()
+            self._reconcile(conn, keys, now)
             crawls, touched.crawls = sorted(touched.crawls), set()
             for crawl_id in crawls:
                 self._crawl_finish(conn, crawl_id, now, touched)
@@ -222,6 +258,8 @@ class SQLiteScheduling(SQLiteCore):
         Siblings: crawlq_crawl_finish (postgres/migrations/0008_rules.sql), crawl_finish
         in redis/scripts/prelude.lua."""
         row = conn.execute(Q["crawl_finish"], {"id": crawl_id, "now": now}).fetchone()
+        if row is not None:
+            touched.open_crawls.pop(crawl_id, None)
         if row is None or row["on_finish"] is None:
             return
         result = self._schedule_one(conn, on_finish_spec(row["on_finish"]), now, touched)
@@ -241,5 +279,27 @@ class SQLiteScheduling(SQLiteCore):
         return sorted(int(r["id"]) for r in rows)
 
 
+def key_gate(record: sqlite3.Row) -> float:
+    """When a key lets its next job start: max(last start + min_interval, blocked_until)
+    (0 for neither)."""
+    gate = 0.0
+    if record["last_start"] is not None:
+        gate = record["last_start"] + record["min_interval"]
+    if record["blocked_until"] is not None:
+        gate = max(gate, record["blocked_until"])
+    return gate
+
+
 def with_crawl(spec: JobSpec, crawl_id: int) -> JobSpec:
     return dataclasses.replace(spec, crawl=crawl_id)
+
+
+def lone_keys(specs: Sequence[JobSpec]) -> set[str]:
+    """The limit keys that exactly one of ``specs`` uses."""
+    seen: set[str] = set()
+    twice: set[str] = set()
+    for spec in specs:
+        key = spec.limit_key
+        if key is not None:
+            (twice if key in seen else seen).add(key)
+    return seen - twice
