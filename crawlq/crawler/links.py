@@ -123,10 +123,13 @@ class _Resolver:
 
     def __init__(self, base: str) -> None:
         self.base = base
+        self.directory: str | None
+        self.origin: str | None
         directory = _absolute("a", base)  # None: the base fails rule 4, so does every href
-        origin = _absolute("/a", base)
-        self.directory = directory[:-1] if directory and directory.endswith("/a") else None
-        self.origin = origin[:-1] if origin and origin.endswith("/a") else None
+        self.directory = self.origin = None
+        if directory is not None and directory.endswith("/a") and "://" in directory:
+            self.directory = directory[:-1]  # scheme://netloc/path/
+            self.origin = directory[: directory.index("/", directory.index("://") + 3) + 1]
 
     def __call__(self, href: str) -> str | None:
         plain = href and href[0] != "." and "//" not in href and "/." not in href
