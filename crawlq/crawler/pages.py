@@ -25,7 +25,8 @@ One attempt:
    take;
 5. the record (``records.page_record``) goes to the store's results of the crawl, keyed
    by the URL's fingerprint (a page fetched twice after a crash keeps its first record),
-   and the body to the WARC file when the crawl has one.
+   in one write with the records of the pages that end at the same time
+   (``crawlq.crawler.writes``), and the body to the WARC file when the crawl has one.
 
 An HTML page is parsed once, for its title, its links and the crawl's ``--extract``
 fields (``crawlq.crawler.extract``); with a parse hook a 2xx page is handed to it
