@@ -10,8 +10,10 @@ programming errors (and cancellation) propagate.
 Rules, for the first request and for every redirect hop:
 
 * only ``http`` and ``https``; anything else is refused before any connection;
-* the host is checked with ``resolve_checked`` (address guard, DNS included) in a thread,
-  before any connection; a refused hop makes 0 connections;
+* the host is checked with ``resolve_checked`` (address guard, DNS included) before any
+  connection, a name in a thread on every hop (DNS is asked again each time), an IP
+  literal at once and remembered for the fetcher's life; a refused hop makes 0
+  connections;
 * redirects (301, 302, 303, 307, 308 with a Location) are followed by hand, always as GET,
   each one counted against ``max_redirects``; a URL seen before in the chain is a loop;
 * ``asyncio.timeout(deadline)`` wraps the whole fetch, DNS and redirects included;
@@ -58,6 +60,9 @@ import asyncio
 import contextlib
 import http
 import importlib.util
+import select
+import socket
+import ssl
 import time
 import urllib.parse
 import zlib
@@ -65,7 +70,7 @@ from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Ma
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
-from typing import Protocol
+from typing import Any, Protocol
 
 import brotli  # type: ignore[import-untyped]
 import httpcore
@@ -98,6 +103,8 @@ DEFAULT_USER_AGENT = f"crawlq/{__version__}"
 _SCHEMES = {"http": 80, "https": 443}
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _STEP = 256 * 1024  # the most a decoder may produce in one step
+_LITERALS = 1024  # IP literals whose check a fetcher remembers
+_PREPARED = 1024  # origins (with extra headers) whose request headers a fetcher keeps
 # brotli >= 1.2 can bound its output; an older one is not offered to servers at all.
 _BROTLI_BOUNDED = hasattr(brotli.Decompressor, "can_accept_more_data")
 _RESERVED_HEADERS = frozenset(
@@ -278,17 +285,64 @@ class _PinnedBackend(RestrictedBackend):
         failure: Exception | None = None
         for address in addresses:
             try:
-                return await self._inner.connect_tcp(
+                stream = await self._inner.connect_tcp(
                     str(address),
                     port,
                     timeout=timeout,
                     local_address=local_address,
                     socket_options=socket_options,
                 )
+                return _Stream(stream)
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 failure = exc
         assert failure is not None
         raise failure
+
+
+class _Stream(httpcore.AsyncNetworkStream):
+    """A connection of the pinned pool: ``inner`` with its raw socket looked up once.
+    httpcore asks whether each idle connection of the pool is readable (closed by the
+    server) at every request the pool assigns; the backend's stream looks the socket up
+    again through its attributes each time."""
+
+    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
+        self._inner = inner
+        self._socket: socket.socket | None = inner.get_extra_info("socket")
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return await self._inner.read(max_bytes, timeout)
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._inner.write(buffer, timeout)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        return _Stream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable":
+            return _readable(self._socket)
+        return self._inner.get_extra_info(info)
+
+
+def _readable(sock: socket.socket | None) -> bool:
+    """Whether ``sock`` has data or EOF waiting (or is gone): the check httpcore makes
+    before it reuses an idle connection (``httpcore._utils.is_socket_readable``)."""
+    fd = -1 if sock is None else sock.fileno()
+    if fd < 0:
+        return True
+    if not hasattr(select, "poll"):  # Windows
+        return bool(select.select([fd], [], [], 0)[0])
+    poll = select.poll()
+    poll.register(fd, select.POLLIN)
+    return bool(poll.poll(0))
 
 
 _ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
@@ -336,6 +390,21 @@ class _ResponseStream(httpx.AsyncByteStream):
             await close()
 
 
+def _core_request(request: httpx.Request) -> httpcore.Request:
+    return httpcore.Request(
+        method=request.method,
+        url=httpcore.URL(
+            scheme=request.url.raw_scheme,
+            host=request.url.raw_host,
+            port=request.url.port,
+            target=request.url.raw_path,
+        ),
+        headers=request.headers.raw,
+        content=request.stream,
+        extensions=request.extensions,
+    )
+
+
 class _PoolTransport(httpx.AsyncBaseTransport):
     """httpx transport over an httpcore pool: the direct one (``_pinned``), whose network
     backend is ``_PinnedBackend``, or a proxy's (``proxies.proxy_pool``)."""
@@ -369,22 +438,14 @@ class _PoolTransport(httpx.AsyncBaseTransport):
             )
         )
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        core_request = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(
-                scheme=request.url.raw_scheme,
-                host=request.url.raw_host,
-                port=request.url.port,
-                target=request.url.raw_path,
-            ),
-            headers=request.headers.raw,
-            content=request.stream,
-            extensions=request.extensions,
-        )
+    async def send(self, request: httpcore.Request) -> httpcore.Response:
+        """Send ``request`` through the pool; httpcore errors raised as httpx's."""
         with _httpx_errors():
             async with closing_failed_connects():
-                response = await self._pool.handle_async_request(core_request)
+                return await self._pool.handle_async_request(request)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.send(_core_request(request))
         assert isinstance(response.stream, AsyncIterable)
         return httpx.Response(
             status_code=response.status,
@@ -493,9 +554,19 @@ class _State:
     conditional: tuple[str, tuple[tuple[str, str], ...]] | None = None
 
 
-def _headers(response: httpx.Response) -> dict[str, str]:
+@dataclass(frozen=True)
+class _Prepared:
+    """A request's headers as the client builds them: raw, the request's extensions
+    (timeouts), and as shown in results (without credentials)."""
+
+    raw: list[tuple[bytes, bytes]]
+    extensions: dict[str, object]
+    shown: tuple[tuple[str, str], ...]
+
+
+def _headers(headers: httpx.Headers) -> dict[str, str]:
     merged: dict[str, str] = {}
-    for name, value in response.headers.multi_items():
+    for name, value in headers.multi_items():
         key = name.lower()
         merged[key] = f"{merged[key]}, {value}" if key in merged else value
     return merged
@@ -545,6 +616,10 @@ class Fetcher:
         if self.settings.proxy_from_env:
             self._env_proxies, self._no_proxy = environment_proxies()
         self._proxied: dict[Proxy, _PoolTransport] = {}
+        self._literals: dict[tuple[str, int], tuple[IPAddress, ...] | str] = {}
+        self._requests: dict[
+            tuple[bytes, bytes, int | None, tuple[tuple[str, str], ...]], _Prepared
+        ] = {}
         self._client = httpx.AsyncClient(
             transport=self._transport,
             follow_redirects=False,
@@ -634,18 +709,41 @@ class Fetcher:
         if not raw_host:
             return "invalid URL: no host"
         port = url.port or _SCHEMES[url.scheme]
-        try:
-            addresses = await asyncio.to_thread(
-                resolve_checked, raw_host, port, self.settings.policy
-            )
-        except AddressRefused as exc:
-            return f"refused: {exc}"
-        except OSError as exc:
-            return f"dns: {raw_host}: {exc}"
+        checked = self._literals.get((raw_host, port))
+        if checked is None:
+            try:
+                if parse_host(raw_host) is not None:  # no DNS: checked here, and remembered
+                    checked = self._literal(raw_host, port)
+                else:  # DNS, in a thread, every time (a later answer may differ)
+                    checked = tuple(
+                        await asyncio.to_thread(
+                            resolve_checked, raw_host, port, self.settings.policy
+                        )
+                    )
+            except AddressRefused as exc:
+                return f"refused: {exc}"
+            except OSError as exc:
+                return f"dns: {raw_host}: {exc}"
+        if isinstance(checked, str):
+            return checked
         pins = dict(_PINS.get())
-        pins[(raw_host, port)] = tuple(addresses)
+        pins[(raw_host, port)] = checked
         _PINS.set(pins)
         return None
+
+    def _literal(self, raw_host: str, port: int) -> tuple[IPAddress, ...] | str:
+        """The checked address of the IP literal ``raw_host`` (or the refusal), kept for
+        the fetcher's life: its policy is fixed and a literal needs no DNS."""
+        try:
+            checked: tuple[IPAddress, ...] | str = tuple(
+                resolve_checked(raw_host, port, self.settings.policy)
+            )
+        except AddressRefused as exc:
+            checked = f"refused: {exc}"
+        if len(self._literals) >= _LITERALS:
+            self._literals.clear()
+        self._literals[(raw_host, port)] = checked
+        return checked
 
     def _literal_refusal(self, url: str) -> str | None:
         """For a URL httpx rejects: "refused: ..." when its host is a refused IP literal."""
@@ -666,7 +764,8 @@ class Fetcher:
         except (httpx.InvalidURL, TypeError, ValueError) as exc:
             state.error = self._literal_refusal(url) or f"invalid URL: {exc}"
             return
-        seen = {str(current.copy_with(fragment=None))}
+        text = str(current)
+        seen = {str(current.copy_with(fragment=None)) if "#" in text else text}
         while True:
             refusal = await self._check(current)
             if refusal is not None:
@@ -705,46 +804,86 @@ class Fetcher:
     async def _request(
         self, transport: _PoolTransport, url: httpx.URL, state: _State
     ) -> str | None:
-        """Send one GET; read the body into ``state``; the Location to follow, if any."""
+        """Send one GET; read the body into ``state``; the Location to follow, if any.
+        The request is the client's (``build_request``: its headers, in its order), made
+        once per origin and extra headers and kept; it goes to the transport's httpcore
+        pool, and the response is read from httpcore, without httpx's request and
+        response objects (fewer layers per page)."""
         settings = self.settings
         secret = settings.credentials and url.host.lower().rstrip(".") in settings.credential_hosts
         extra = list(settings.credentials) if secret else []
         if state.conditional is not None and state.conditional[0] == str(url):
             extra += state.conditional[1]
-        request = self._client.build_request("GET", url, headers=extra or None)
+        prepared = self._prepared(url, tuple(extra), secret=bool(secret))
         # The transport, not client.send: httpx builds a redirect request for every 3xx
         # even with follow_redirects=False, and raises InvalidURL on odd Locations.
-        response = await transport.handle_async_request(request)
-        response.request = request
-        secrets = {name.lower() for name, _ in settings.credentials} if secret else set()
-        state.request_headers = tuple(
-            (name, value)
-            for name, value in request.headers.multi_items()
-            if name.lower() not in secrets
+        core = httpcore.Request(
+            method=b"GET",
+            url=httpcore.URL(
+                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+            ),
+            headers=prepared.raw,
+            extensions=prepared.extensions,
         )
+        response = await transport.send(core)
+        state.request_headers = prepared.shown
         try:
-            state.status = response.status_code
-            state.reason = response.reason_phrase or _phrase(response.status_code)
-            state.http_version = response.http_version
-            state.headers = _headers(response)
+            status = state.status = response.status
+            reason = response.extensions.get("reason_phrase", b"")
+            state.reason = reason.decode("ascii", errors="ignore") or _phrase(status)
+            version = response.extensions.get("http_version", b"HTTP/1.1")
+            state.http_version = version.decode("ascii", errors="ignore")
+            headers = httpx.Headers(response.headers)
+            state.headers = _headers(headers)
             media = state.headers.get("content-type", "").split(";")[0].strip().lower()
             state.content_type = media or None
-            location: str | None = response.headers.get("location")
-            if response.status_code in _REDIRECTS and location:
+            location: str | None = headers.get("location")
+            if status in _REDIRECTS and location:
                 return location
-            await self._read_body(response, state)
+            await self._read_body(response, headers, state)
             return None
         finally:
-            await response.aclose()
+            with _httpx_errors():
+                await response.aclose()
 
-    async def _read_body(self, response: httpx.Response, state: _State) -> None:
+    def _prepared(
+        self, url: httpx.URL, extra: tuple[tuple[str, str], ...], *, secret: bool
+    ) -> _Prepared:
+        """The request headers for ``url``'s origin with ``extra``, as the client builds
+        them (kept for the last ``_PREPARED`` origins and extras)."""
+        key = (url.raw_scheme, url.raw_host, url.port, extra)
+        prepared = self._requests.get(key)
+        if prepared is None:
+            request = self._client.build_request("GET", url, headers=list(extra) or None)
+            secrets = {name.lower() for name, _ in self.settings.credentials} if secret else set()
+            shown = tuple(
+                (name, value)
+                for name, value in request.headers.multi_items()
+                if name.lower() not in secrets
+            )
+            prepared = _Prepared(list(request.headers.raw), dict(request.extensions), shown)
+            if len(self._requests) >= _PREPARED:
+                self._requests.clear()
+            self._requests[key] = prepared
+        return prepared
+
+    async def _read_body(
+        self, response: httpcore.Response, headers: httpx.Headers, state: _State
+    ) -> None:
+        with _httpx_errors():
+            await self._read_chunks(response, headers, state)
+
+    async def _read_chunks(
+        self, response: httpcore.Response, headers: httpx.Headers, state: _State
+    ) -> None:
         settings = self.settings
         try:
-            decoders = _decoders(response.headers.get("content-encoding", ""))
+            decoders = _decoders(headers.get("content-encoding", ""))
         except ValueError as exc:
             decoders, state.error = [], str(exc)  # kept as received
         decoded = 0
-        async for chunk in response.aiter_raw():
+        assert isinstance(response.stream, AsyncIterable)
+        async for chunk in response.stream:
             state.wire += len(chunk)
             room = settings.max_body_bytes - (state.wire - len(chunk))
             over_wire = len(chunk) > room

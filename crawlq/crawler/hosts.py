@@ -13,6 +13,7 @@ gives a ``Crawl-delay`` above the crawl's delay, the host's limit gets that inte
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import urllib.parse
@@ -34,12 +35,15 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _TEMPORARY_TTL = 60.0
 _MEMO_SIZE = 4096
 _MEMO_SECONDS = 300.0
+_KEYS = 32_768
 
 
+@functools.lru_cache(maxsize=_KEYS)
 def limit_key(url: str) -> str:
     """The politeness key of ``url``: its host, lower case, with the port when it is not
     the scheme's default (``example.com``, ``127.0.0.1:8001``, ``[::1]:8080``).
-    ValueError for a URL without a host or with an invalid port."""
+    ValueError for a URL without a host or with an invalid port. The last ``_KEYS``
+    answers are remembered."""
     parts = urllib.parse.urlsplit(url)
     host = (parts.hostname or "").rstrip(".")
     if not host:

@@ -59,6 +59,8 @@ HTML_TYPES: frozenset[str] = frozenset({"text/html", "application/xhtml+xml"})
 #: Longer links (absolute, without fragment) are skipped: a page cannot flood the queue.
 MAX_URL_LENGTH = 8192
 
+_MEMO = 32_768  # URLs whose scope verdict a Scope remembers
+
 _SCHEMES = frozenset({"http", "https"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _STRIP = "".join(chr(c) for c in range(0x21))  # C0 controls and space (WHATWG URL)
@@ -108,6 +110,37 @@ def _absolute(href: str, base: str) -> str | None:
     return url
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9._~!$&'()*+,=@%/-]+")
+"""An href made of path characters only: no scheme, ``;`` parameters, query, fragment,
+backslash or space."""
+
+
+class _Resolver:
+    """``_absolute`` against one base, quicker for plain paths (``a/b.html``,
+    ``/a/b.html``) without dot or empty segments: those are the base's directory, or its
+    origin, plus the href, which is what ``urljoin`` gives them, and the scheme, host and
+    port, which rule 4 checks, are the base's. Any other href takes ``_absolute``."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.directory: str | None
+        self.origin: str | None
+        directory = _absolute("a", base)  # None: the base fails rule 4, so does every href
+        self.directory = self.origin = None
+        if directory is not None and directory.endswith("/a") and "://" in directory:
+            self.directory = directory[:-1]  # scheme://netloc/path/
+            self.origin = directory[: directory.index("/", directory.index("://") + 3) + 1]
+
+    def __call__(self, href: str) -> str | None:
+        plain = href and href[0] != "." and "//" not in href and "/." not in href
+        if plain and _PLAIN.fullmatch(href):
+            prefix, rest = (self.origin, href[1:]) if href[0] == "/" else (self.directory, href)
+            if prefix is not None:
+                url = prefix + rest
+                return url if len(url) <= MAX_URL_LENGTH else None
+        return _absolute(href, self.base)
+
+
 def resolve_link(href: str, base: str) -> str | None:
     """A link as written on the page at ``base`` made absolute by the module's rules 3
     and 4 (fragment dropped), or None when it is skipped."""
@@ -153,11 +186,12 @@ def extract_links(
             base = declared
     links: list[str] = []
     seen: set[str] = set()
+    resolve = _Resolver(base)
     for node in tree.css("a[href], area[href]"):
         attributes = node.attributes
         if not follow_nofollow and "nofollow" in (attributes.get("rel") or "").lower().split():
             continue
-        url = _absolute(attributes.get("href") or "", base)
+        url = resolve((attributes.get("href") or "").strip(_STRIP).translate(_REMOVE))
         if url is None:
             continue
         key = _canonical(url)
@@ -254,6 +288,9 @@ class Scope:
     _starts: tuple[_Start, ...] = field(init=False, repr=False, compare=False)
     _allow: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
     _deny: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
+    _memo: dict[str, tuple[str | None, str | None]] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         start_urls = _strings("start_urls", self.start_urls)
@@ -280,30 +317,45 @@ class Scope:
 
     def why_not(self, url: str, depth: int) -> str | None:
         """None when ``url`` at ``depth`` is admitted, else the first reason it is not
-        (checked in order: URL, depth, mode, deny, allow). Never raises."""
+        (checked in order: URL, depth, mode, deny, allow). Never raises. What does not
+        depend on the depth is remembered for the last ``_MEMO`` URLs (a crawl meets the
+        same links on many pages)."""
+        reasons = self._memo.get(url)
+        if reasons is None:
+            if len(self._memo) >= _MEMO:
+                self._memo.clear()
+            reasons = self._memo[url] = self._url_reasons(url)
+        before, after = reasons
+        if before is not None:
+            return before
+        if self.max_depth is not None and depth > self.max_depth:
+            return f"depth {depth} over max_depth {self.max_depth}"
+        return after
+
+    def _url_reasons(self, url: str) -> tuple[str | None, str | None]:
+        """What ``why_not`` says of ``url`` before the depth check and after it."""
         canonical = _canonical(url)
         if canonical is None:
-            return "malformed URL"
+            return "malformed URL", None
         try:
             parts = urllib.parse.urlsplit(canonical)
             scheme = parts.scheme.lower()
             if scheme not in _SCHEMES:
-                return f"scheme {scheme!r} is not http or https" if scheme else "not absolute"
+                why = f"scheme {scheme!r} is not http or https" if scheme else "not absolute"
+                return why, None
             if not _host(parts):
-                return "no host"
+                return "no host", None
             key = _host_key(parts)  # raises ValueError on an invalid port
         except ValueError:
-            return "malformed URL"
-        if self.max_depth is not None and depth > self.max_depth:
-            return f"depth {depth} over max_depth {self.max_depth}"
+            return "malformed URL", None
         if not any(self._inside(start, key, canonical) for start in self._starts):
-            return f"outside the {self.mode} scope of the start URLs"
+            return None, f"outside the {self.mode} scope of the start URLs"
         for pattern in self._deny:
             if pattern.search(canonical):
-                return f"denied by {pattern.pattern!r}"
+                return None, f"denied by {pattern.pattern!r}"
         if self._allow and not any(pattern.search(canonical) for pattern in self._allow):
-            return "matches no allow pattern"
-        return None
+            return None, "matches no allow pattern"
+        return None, None
 
     def _inside(self, start: _Start, key: tuple[str, int | None], canonical: str) -> bool:
         if self.mode == "any":

@@ -26,7 +26,8 @@ One attempt:
    take;
 5. the record (``records.page_record``) goes to the store's results of the crawl, keyed
    by the URL's fingerprint (a page fetched twice after a crash keeps its first record),
-   and the body to the WARC file when the crawl has one.
+   in one write with the records of the pages that end at the same time
+   (``crawlq.crawler.writes``), and the body to the WARC file when the crawl has one.
 
 An HTML page is parsed once, for its title, its links and the crawl's ``--extract``
 fields (``crawlq.crawler.extract``); with a parse hook a 2xx page is handed to it
@@ -75,6 +76,7 @@ from crawlq.crawler.revisit import PREVIOUS_META_KEY, carried_over, conditional_
 from crawlq.crawler.sitemaps import MAX_LEVEL, read_sitemap
 from crawlq.crawler.tasks import PAGE_TASK, install
 from crawlq.crawler.throttle import Throttle
+from crawlq.crawler.writes import ResultWriter
 from crawlq.exceptions import ConfigurationError, CrawlNotFound, Discard, Retry, Snooze
 from crawlq.fingerprint import canonical_url, fingerprint
 from crawlq.jobs import JobSpec
@@ -139,16 +141,21 @@ def _charset(content_type: str | None) -> str | None:
 class _State:
     """What the page jobs of one store share in this process (crawl ids are per store)."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: CrawlerStorage) -> None:
         self.configs: OrderedDict[int, CrawlConfig] = OrderedDict()
         self.previous: dict[int, int] = {}  # crawl id -> its previous crawl (revisits)
         self.fetchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Fetcher]] = (
             weakref.WeakKeyDictionary()
         )
+        self.config_keys: dict[int, tuple[CrawlConfig, str]] = {}  # id -> its fingerprint
         self.robots = RobotsCache()
         self.throttle = Throttle()
         self.warcs: dict[str, WarcFile] = {}
         self.warc_paths: dict[int, str] = {}
+        self.writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ResultWriter] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.store = weakref.ref(store)  # the state is kept by a weak key to the store
 
     async def config(self, app: App, crawl_id: int) -> CrawlConfig:
         config = self.configs.get(crawl_id)
@@ -178,12 +185,28 @@ class _State:
     def fetcher(self, config: CrawlConfig) -> Fetcher:
         loop = asyncio.get_running_loop()
         by_config = self.fetchers.setdefault(loop, {})
-        key = config.fingerprint()
+        known = self.config_keys.get(id(config))
+        if known is None or known[0] is not config:
+            if len(self.config_keys) >= 1024:
+                self.config_keys.clear()
+            known = self.config_keys[id(config)] = (config, config.fingerprint())
+        key = known[1]
         fetcher = by_config.get(key)
         if fetcher is None:
             fetcher = by_config[key] = Fetcher(config.fetch_settings)
             at_loop_close(fetcher.aclose)
         return fetcher
+
+    def writer(self) -> ResultWriter:
+        """This event loop's writer of page records (``crawlq.crawler.writes``)."""
+        loop = asyncio.get_running_loop()
+        writer = self.writers.get(loop)
+        if writer is None:
+            store = self.store()
+            assert store is not None  # a page job holds its app, and the app its store
+            writer = self.writers[loop] = ResultWriter(store)
+            at_loop_close(writer.aclose)
+        return writer
 
     def warc(self, crawl_id: int, config: CrawlConfig) -> WarcFile | None:
         if config.warc is None:
@@ -216,7 +239,7 @@ def _state(app: App) -> _State:
     with _STATES_LOCK:
         state = _STATES.get(app.store)
         if state is None:
-            state = _STATES[app.store] = _State()
+            state = _STATES[app.store] = _State(app.store)
         return state
 
 
@@ -229,9 +252,9 @@ def use_warc(app: App, crawl_id: int, path: str) -> None:
 async def _keep(
     ctx: JobContext, crawl_id: int, url: str, record: dict[str, Any], config: CrawlConfig
 ) -> None:
-    store: CrawlerStorage = ctx.app.store
     with_crawl_fields(config, record)
-    await asyncio.to_thread(store.result_add, crawl_id, [(fingerprint(url), record_text(record))])
+    writer = _state(ctx.app).writer()
+    await writer.add(crawl_id, fingerprint(url), record_text(record))
 
 
 async def _owns_target(ctx: JobContext, crawl_id: int, url: str, result: FetchResult) -> bool:
