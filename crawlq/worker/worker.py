@@ -13,6 +13,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -156,7 +157,7 @@ class Worker:
                 app=app, worker_id=self.id, settings=settings, hooks=self, app_ref=app_ref
             )
         )
-        self._acker = Acker(self.store, self._wakeup.set)
+        self._acker = Acker(self.store, self._wakeup.set, inline=True)
         shortest = min((t.options.lease for t in app.tasks.values()), default=30.0)
         self._heartbeat = Heartbeat(
             self.store, self._leases, shortest, self._lost, registry=self._beat_registry
@@ -233,6 +234,9 @@ class Worker:
             )
             self.stuck = True
             return True
+        # The outcomes of the jobs that ended since the last turn, recorded here before
+        # the claim: a job's end wakes this loop only, and no acker thread, while it runs.
+        self._acker.record()
         capacity = self.settings.concurrency + self.settings.prefetch
         with self._lock:
             free = capacity - len(self._held)
@@ -253,9 +257,10 @@ class Worker:
             self._look_beyond_queues()
         if self.settings.burst and idle:
             if not quiet:
-                self._wakeup.wait(0.05)  # the last outcomes are being recorded
-                self._wakeup.clear()
-                return False
+                if self._acker.retrying:  # the acker thread records the last outcomes
+                    self._wakeup.wait(0.05)
+                    self._wakeup.clear()
+                return False  # else the next turn records them
             if not self._kept_back():
                 return True
         self._wait_for_work()
@@ -282,7 +287,7 @@ class Worker:
             )
         except StoreError as exc:
             logger.warning("could not claim jobs, retrying: %s", exc)
-            self._stopping.wait(0.5)
+            self._away(lambda: self._stopping.wait(0.5))
             return []
         claimed = time.monotonic()
         with self._lock:
@@ -326,11 +331,23 @@ class Worker:
         )
 
     def _wait_for_work(self) -> None:
-        try:
+        def wait() -> None:
             self.store.job_wait(WaitParams(queues=self.queues, timeout=self._wait_timeout()))
+
+        try:
+            self._away(wait)
         except StoreError as exc:
             logger.warning("could not wait for jobs, retrying: %s", exc)
-            self._stopping.wait(0.5)
+            self._away(lambda: self._stopping.wait(0.5))
+
+    def _away(self, wait: Callable[[], object]) -> None:
+        """``wait()``, while which the acker's thread records the outcomes of jobs that
+        end (this loop, blocked, cannot)."""
+        self._acker.away(True)
+        try:
+            wait()
+        finally:
+            self._acker.away(False)
 
     def _wait_timeout(self) -> float:
         timeout = self.settings.poll_timeout
@@ -523,6 +540,7 @@ class Worker:
     def _shutdown(self) -> None:
         """Release unstarted jobs, give running ones the grace period, release the rest."""
         self._scheduler.stop()
+        self._acker.away(True)  # this loop now only waits for the running jobs
         self._release([j.id for j in self._runtime.take_unstarted()])
         deadline = time.monotonic() + self.settings.shutdown_grace
         while not self._hurry.is_set():
