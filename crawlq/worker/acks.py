@@ -28,9 +28,10 @@ class Acker:
     is unavailable, until it succeeds or ``stop(now=True)``. With ``inline``, the owner
     records the waiting outcomes itself, one try per call (``record``: the worker's loop
     does it once per turn, before it claims, so a job costs no wake-up of another
-    thread), and the thread records only while the owner is ``away`` (waiting on the
-    store) or after a try of ``record`` failed: it takes the outcomes of that try, and all
-    that wait, until none is left. A call the store refuses for good is not retried
+    thread; or ``take`` then ``settle`` after a call of its own that recorded them), and
+    the thread records only while the owner is ``away`` (waiting on the store) or after
+    a try failed (``hand_back``): it takes those outcomes, and all that wait, until none
+    is left. A call the store refuses for good is not retried
     (``_record``)."""
 
     def __init__(
@@ -82,32 +83,51 @@ class Acker:
         if wake:
             self._wake.set()
 
-    def record(self) -> None:
-        """Record the waiting outcomes here, one try per call; what a call fails to
-        record (the store unavailable, or refusing it) goes to the thread, which retries
-        or gives it up as ``_record`` says. Nothing while the thread has outcomes to
-        retry: they stay in the order they came."""
+    @property
+    def unrecorded(self) -> int:
+        """Outcomes put and not yet recorded."""
+        with self._lock:
+            return self._unrecorded
+
+    def take(self) -> list[Outcome]:
+        """The waiting outcomes, for the owner to record (``record``, ``settle``,
+        ``hand_back``); none while the thread has outcomes to retry: they stay in the
+        order they came."""
         with self._lock:
             if self._handed or not self._pending:
-                return
+                return []
             batch = self._pending[:MAX_BATCH]
             del self._pending[:MAX_BATCH]
-        failed: list[Outcome] = []
-        for kind, items, call in self._groups(batch):
+            return batch
+
+    def record(self, batch: Sequence[Outcome] | None = None) -> None:
+        """Record ``batch`` (default: what ``take`` gives) here, one try per call; what a
+        call fails to record (the store unavailable, or refusing it) is handed back."""
+        items = self.take() if batch is None else batch
+        for kind, group, call in self._groups(items):
             try:
-                applied = call(items)
+                applied = call(group)
             except StoreError as exc:
                 logger.debug("could not %s jobs, handed to the acker thread: %s", kind, exc)
-                failed.extend(items)
+                self.hand_back(group)
                 continue
-            self._report(kind, items, applied)
+            self.settle(kind, group, applied)
+
+    def settle(self, kind: str, items: Sequence[Outcome], applied: list[bool]) -> None:
+        """``items`` taken are recorded; ``applied`` is what the store answered."""
+        self._report(kind, items, applied)
         with self._lock:
-            self._unrecorded -= len(batch) - len(failed)
-            if failed:
-                self._pending[:0] = failed
-                self._handed = True
-        if failed:
-            self._wake.set()
+            self._unrecorded -= len(items)
+
+    def hand_back(self, items: Sequence[Outcome]) -> None:
+        """``items`` taken could not be recorded: the thread records them, retrying while
+        the store is unavailable, and then all that waits, until none is left."""
+        if not items:
+            return
+        with self._lock:
+            self._pending[:0] = items
+            self._handed = True
+        self._wake.set()
 
     def stop(self, *, now: bool = False) -> None:
         """Flush what is waiting (unless ``now``), then end the thread."""

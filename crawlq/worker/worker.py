@@ -22,7 +22,14 @@ from crawlq.config import DEAD_AFTER, WorkerSettings
 from crawlq.exceptions import ConfigurationError, StoreError
 from crawlq.hooks import FailureEvent
 from crawlq.jobs import Job, Lease, WorkerInfo
-from crawlq.stores.base import ClaimParams, Failure, JobStore, Release, WaitParams
+from crawlq.stores.base import (
+    ClaimParams,
+    Completion,
+    Failure,
+    JobStore,
+    Release,
+    WaitParams,
+)
 from crawlq.worker.acks import Acker
 from crawlq.worker.execute import Outcome, timed_out
 from crawlq.worker.heartbeat import Heartbeat
@@ -234,23 +241,26 @@ class Worker:
             )
             self.stuck = True
             return True
-        # The outcomes of the jobs that ended since the last turn, recorded here before
-        # the claim: a job's end wakes this loop only, and no acker thread, while it runs.
-        self._acker.record()
         capacity = self.settings.concurrency + self.settings.prefetch
         with self._lock:
             free = capacity - len(self._held)
+            idle = not self._held
+        # The outcomes of the jobs that ended since the last turn are recorded by this
+        # loop (a job's end wakes no acker thread while it runs): completions in the
+        # claim's round trip, before it looks; the others just before.
+        outcomes = self._acker.take()
+        completions = [o for o in outcomes if free > 0 and isinstance(o, Completion)]
+        self._acker.record([o for o in outcomes if free <= 0 or not isinstance(o, Completion)])
         if free <= 0:
             self._wakeup.wait(self._wait_timeout())
             self._wakeup.clear()
             return False
-        # Quiet before the claim: nothing held and every outcome recorded (outcomes are
-        # handed to the acker under the lock that releases a held job), so a claim that
-        # then finds nothing means no due job is left, retries included.
-        with self._lock:
-            idle = not self._held
-        quiet = idle and self._acker.idle
-        jobs = self._claim(free)
+        # Quiet before the claim: nothing held and every outcome recorded but the
+        # completions the claim records first (outcomes are handed to the acker under the
+        # lock that releases a held job), so a claim that then finds nothing means no due
+        # job is left, retries included.
+        quiet = idle and self._acker.unrecorded == len(completions)
+        jobs = self._claim(free, completions)
         if jobs:
             return False
         if idle:
@@ -280,11 +290,23 @@ class Worker:
             return True
         return any(s.waiting and s.running for s in stats if s.queue in served)
 
-    def _claim(self, limit: int) -> list[Job]:
+    def _claim(self, limit: int, completions: list[Completion]) -> list[Job]:
+        """Record ``completions`` (taken from the acker) and claim up to ``limit`` jobs, in
+        one store call; if that fails, the acker's thread records them, and the claim is
+        tried alone."""
+        params = ClaimParams(queues=self.queues, worker_id=self.id, limit=limit)
         try:
-            jobs = self.store.job_claim(
-                ClaimParams(queues=self.queues, worker_id=self.id, limit=limit)
-            )
+            if completions:
+                try:
+                    applied, jobs = self.store.job_complete_claim(completions, params)
+                except StoreError as exc:
+                    logger.debug("could not complete jobs with the claim: %s", exc)
+                    self._acker.hand_back(completions)
+                    jobs = self.store.job_claim(params)
+                else:
+                    self._acker.settle("complete", completions, applied)
+            else:
+                jobs = self.store.job_claim(params)
         except StoreError as exc:
             logger.warning("could not claim jobs, retrying: %s", exc)
             self._away(lambda: self._stopping.wait(0.5))
