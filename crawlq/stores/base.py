@@ -203,6 +203,14 @@ class JobStore(FinishWaits, Protocol):
         """Mark jobs done (keeping their result) and schedule their children, atomically;
         False where the lease is stale (and then no child is scheduled)."""
 
+    def job_complete_claim(
+        self, completions: Sequence[Completion], params: ClaimParams
+    ) -> tuple[list[bool], list[Job]]:
+        """``job_complete(completions, now=params.now)`` then ``job_claim(params)``, in one
+        round trip where the store can (a worker's turn): what each returns. The claim
+        sees the completions (their children may be claimed). On an error the completions
+        may or may not have been recorded, as with ``job_complete``."""
+
     def job_fail(self, failures: Sequence[Failure], *, now: Timestamp | None = None) -> list[bool]:
         """Record failed attempts: retry later or dead, as each Failure says."""
 

@@ -78,6 +78,18 @@ class JobGate(ABC):
             check_specs(completion.children)
         return self._job_complete(completions, now) if completions else []
 
+    def job_complete_claim(
+        self, completions: Sequence[Completion], params: ClaimParams
+    ) -> tuple[list[bool], list[Job]]:
+        check_now(params.now)
+        for completion in completions:
+            check_specs(completion.children)
+        if params.limit <= 0 or not params.queues:
+            return self.job_complete(completions, now=params.now), []
+        if not completions:
+            return [], self._job_claim(params)
+        return self._job_complete_claim(completions, params)
+
     def job_fail(self, failures: Sequence[Failure], *, now: Timestamp | None = None) -> list[bool]:
         check_now(now)
         check_finites("retry_delay", [f.retry_delay for f in failures])
@@ -154,6 +166,12 @@ class JobGate(ABC):
     def _job_complete(
         self, completions: Sequence[Completion], now: Timestamp | None
     ) -> list[bool]: ...
+
+    def _job_complete_claim(
+        self, completions: Sequence[Completion], params: ClaimParams
+    ) -> tuple[list[bool], list[Job]]:
+        """Two calls, for a store that cannot do better (it overrides this)."""
+        return self._job_complete(completions, params.now), self._job_claim(params)
 
     @abstractmethod
     def _job_fail(self, failures: Sequence[Failure], now: Timestamp | None) -> list[bool]: ...

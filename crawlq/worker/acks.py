@@ -4,7 +4,6 @@ the store refuses it for good (a permanent StoreError, not StoreUnavailable)."""
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,16 +22,30 @@ RETRY_DELAYS = (0.05, 0.1, 0.25, 0.5, 1.0)
 
 
 class Acker:
-    """A thread that takes outcomes, groups what is waiting into one call per kind, and
-    retries a call while the store is unavailable, until it succeeds or
-    ``stop(now=True)``. A call the store refuses for good is not retried (``_record``)."""
+    """Takes outcomes, groups what is waiting into one call per kind, and records them.
 
-    def __init__(self, store: JobStore, on_flushed: Callable[[], None]) -> None:
+    Without ``inline``, a thread records every outcome, retrying a call while the store
+    is unavailable, until it succeeds or ``stop(now=True)``. With ``inline``, the owner
+    records the waiting outcomes itself, one try per call (``record``: the worker's loop
+    does it once per turn, before it claims, so a job costs no wake-up of another
+    thread; or ``take`` then ``settle`` after a call of its own that recorded them), and
+    the thread records only while the owner is ``away`` (waiting on the store) or after
+    a try failed (``hand_back``): it takes those outcomes, and all that wait, until none
+    is left. A call the store refuses for good is not retried
+    (``_record``)."""
+
+    def __init__(
+        self, store: JobStore, on_flushed: Callable[[], None], *, inline: bool = False
+    ) -> None:
         self._store = store
         self._on_flushed = on_flushed
-        self._queue: queue.SimpleQueue[Outcome | None] = queue.SimpleQueue()
-        self._pending = 0  # outcomes put and not yet recorded (under _count_lock)
-        self._count_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._pending: list[Outcome] = []  # put and not yet taken (under _lock)
+        self._unrecorded = 0  # put and not yet recorded (under _lock)
+        self._away = not inline  # the thread records what is put (under _lock)
+        self._handed = False  # a try of record() failed: the thread records (under _lock)
+        self._closing = False  # stop(): the thread records the rest, then ends
+        self._wake = threading.Event()
         self._abort = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="crawlq-acker", daemon=True)
         self.stale = 0
@@ -42,46 +55,116 @@ class Acker:
         self._thread.start()
 
     def put(self, outcome: Outcome) -> None:
-        with self._count_lock:
-            self._pending += 1
-        self._queue.put(outcome)
+        with self._lock:
+            self._pending.append(outcome)
+            self._unrecorded += 1
+            wake = self._away or self._handed
+        if wake:
+            self._wake.set()
 
     @property
     def idle(self) -> bool:
         """True when every outcome put so far has been recorded."""
-        with self._count_lock:
-            return self._pending == 0
+        with self._lock:
+            return self._unrecorded == 0
+
+    @property
+    def retrying(self) -> bool:
+        """True while the thread records what a try of ``record`` failed to."""
+        with self._lock:
+            return self._handed
+
+    def away(self, away: bool) -> None:
+        """The owner stops (True) or resumes (False) recording with ``record``; while it
+        is away, the thread records what is put."""
+        with self._lock:
+            self._away = away
+            wake = away and bool(self._pending)
+        if wake:
+            self._wake.set()
+
+    @property
+    def unrecorded(self) -> int:
+        """Outcomes put and not yet recorded."""
+        with self._lock:
+            return self._unrecorded
+
+    def take(self) -> list[Outcome]:
+        """The waiting outcomes, for the owner to record (``record``, ``settle``,
+        ``hand_back``); none while the thread has outcomes to retry: they stay in the
+        order they came."""
+        with self._lock:
+            if self._handed or not self._pending:
+                return []
+            batch = self._pending[:MAX_BATCH]
+            del self._pending[:MAX_BATCH]
+            return batch
+
+    def record(self, batch: Sequence[Outcome] | None = None) -> None:
+        """Record ``batch`` (default: what ``take`` gives) here, one try per call; what a
+        call fails to record (the store unavailable, or refusing it) is handed back."""
+        items = self.take() if batch is None else batch
+        for kind, group, call in self._groups(items):
+            try:
+                applied = call(group)
+            except StoreError as exc:
+                logger.debug("could not %s jobs, handed to the acker thread: %s", kind, exc)
+                self.hand_back(group)
+                continue
+            self.settle(kind, group, applied)
+
+    def settle(self, kind: str, items: Sequence[Outcome], applied: list[bool]) -> None:
+        """``items`` taken are recorded; ``applied`` is what the store answered."""
+        self._report(kind, items, applied)
+        with self._lock:
+            self._unrecorded -= len(items)
+
+    def hand_back(self, items: Sequence[Outcome]) -> None:
+        """``items`` taken could not be recorded: the thread records them, retrying while
+        the store is unavailable, and then all that waits, until none is left."""
+        if not items:
+            return
+        with self._lock:
+            self._pending[:0] = items
+            self._handed = True
+        self._wake.set()
 
     def stop(self, *, now: bool = False) -> None:
-        """Flush what is queued (unless ``now``), then end the thread."""
+        """Flush what is waiting (unless ``now``), then end the thread."""
         if now:
             self._abort.set()
-        self._queue.put(None)
+        with self._lock:
+            self._closing = True
+        self._wake.set()
         self._thread.join()
+
+    def _take(self) -> list[Outcome] | None:
+        """The next batch for the thread, or None if it has nothing to record now."""
+        with self._lock:
+            if not self._pending:
+                self._handed = False
+                return None
+            if not (self._away or self._handed or self._closing):
+                return None
+            batch = self._pending[:MAX_BATCH]
+            del self._pending[:MAX_BATCH]
+            return batch
 
     def _loop(self) -> None:
         while True:
-            first = self._queue.get()
-            batch: list[Outcome] = [] if first is None else [first]
-            ending = first is None
-            while len(batch) < MAX_BATCH:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    ending = True
-                else:
-                    batch.append(item)
-            if batch:
+            self._wake.wait()
+            self._wake.clear()
+            while (batch := self._take()) is not None:
                 self._flush(batch)
-                with self._count_lock:
-                    self._pending -= len(batch)
-            self._on_flushed()
-            if ending:
-                return
+                with self._lock:
+                    self._unrecorded -= len(batch)
+                self._on_flushed()
+            with self._lock:
+                if self._closing and not self._pending:
+                    return
 
-    def _flush(self, batch: Sequence[Outcome]) -> None:
+    def _groups(self, batch: Sequence[Outcome]) -> list[tuple[str, Sequence[Outcome], Call]]:
+        """The outcomes of ``batch`` by kind, each with the store call that records it."""
         completions = [o for o in batch if isinstance(o, Completion)]
         failures = [o for o in batch if isinstance(o, Failure)]
         releases = [o for o in batch if isinstance(o, Release)]
@@ -90,18 +173,23 @@ class Acker:
             ("fail", failures, self._store.job_fail),
             ("release", releases, self._store.job_release),
         )
-        for kind, items, call in groups:
-            if items:
-                applied = self._record(kind, call, items)
-                for item, ok in zip(items, applied, strict=False):
-                    if not ok:
-                        self.stale += 1
-                        logger.warning(
-                            "the store refused to %s job %s: its lease was no longer ours "
-                            "(expired, cancelled or claimed again)",
-                            kind,
-                            item.lease.job_id,
-                        )
+        return [group for group in groups if group[1]]
+
+    def _report(self, kind: str, items: Sequence[Outcome], applied: list[bool]) -> None:
+        """Count and log the outcomes the store refused as stale."""
+        for item, ok in zip(items, applied, strict=False):
+            if not ok:
+                self.stale += 1
+                logger.warning(
+                    "the store refused to %s job %s: its lease was no longer ours "
+                    "(expired, cancelled or claimed again)",
+                    kind,
+                    item.lease.job_id,
+                )
+
+    def _flush(self, batch: Sequence[Outcome]) -> None:
+        for kind, items, call in self._groups(batch):
+            self._report(kind, items, self._record(kind, call, items))
 
     def _record(self, kind: str, call: Call, items: Sequence[Outcome]) -> list[bool]:
         """Record a batch, retrying while the store is unavailable. A permanent refusal

@@ -13,6 +13,7 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,14 @@ from crawlq.config import DEAD_AFTER, WorkerSettings
 from crawlq.exceptions import ConfigurationError, StoreError
 from crawlq.hooks import FailureEvent
 from crawlq.jobs import Job, Lease, WorkerInfo
-from crawlq.stores.base import ClaimParams, Failure, JobStore, Release, WaitParams
+from crawlq.stores.base import (
+    ClaimParams,
+    Completion,
+    Failure,
+    JobStore,
+    Release,
+    WaitParams,
+)
 from crawlq.worker.acks import Acker
 from crawlq.worker.execute import Outcome, timed_out
 from crawlq.worker.heartbeat import Heartbeat
@@ -156,7 +164,7 @@ class Worker:
                 app=app, worker_id=self.id, settings=settings, hooks=self, app_ref=app_ref
             )
         )
-        self._acker = Acker(self.store, self._wakeup.set)
+        self._acker = Acker(self.store, self._wakeup.set, inline=True)
         shortest = min((t.options.lease for t in app.tasks.values()), default=30.0)
         self._heartbeat = Heartbeat(
             self.store, self._leases, shortest, self._lost, registry=self._beat_registry
@@ -236,26 +244,33 @@ class Worker:
         capacity = self.settings.concurrency + self.settings.prefetch
         with self._lock:
             free = capacity - len(self._held)
+            idle = not self._held
+        # The outcomes of the jobs that ended since the last turn are recorded by this
+        # loop (a job's end wakes no acker thread while it runs): completions in the
+        # claim's round trip, before it looks; the others just before.
+        outcomes = self._acker.take()
+        completions = [o for o in outcomes if free > 0 and isinstance(o, Completion)]
+        self._acker.record([o for o in outcomes if free <= 0 or not isinstance(o, Completion)])
         if free <= 0:
             self._wakeup.wait(self._wait_timeout())
             self._wakeup.clear()
             return False
-        # Quiet before the claim: nothing held and every outcome recorded (outcomes are
-        # handed to the acker under the lock that releases a held job), so a claim that
-        # then finds nothing means no due job is left, retries included.
-        with self._lock:
-            idle = not self._held
-        quiet = idle and self._acker.idle
-        jobs = self._claim(free)
+        # Quiet before the claim: nothing held and every outcome recorded but the
+        # completions the claim records first (outcomes are handed to the acker under the
+        # lock that releases a held job), so a claim that then finds nothing means no due
+        # job is left, retries included.
+        quiet = idle and self._acker.unrecorded == len(completions)
+        jobs = self._claim(free, completions)
         if jobs:
             return False
         if idle:
             self._look_beyond_queues()
         if self.settings.burst and idle:
             if not quiet:
-                self._wakeup.wait(0.05)  # the last outcomes are being recorded
-                self._wakeup.clear()
-                return False
+                if self._acker.retrying:  # the acker thread records the last outcomes
+                    self._wakeup.wait(0.05)
+                    self._wakeup.clear()
+                return False  # else the next turn records them
             if not self._kept_back():
                 return True
         self._wait_for_work()
@@ -275,14 +290,26 @@ class Worker:
             return True
         return any(s.waiting and s.running for s in stats if s.queue in served)
 
-    def _claim(self, limit: int) -> list[Job]:
+    def _claim(self, limit: int, completions: list[Completion]) -> list[Job]:
+        """Record ``completions`` (taken from the acker) and claim up to ``limit`` jobs, in
+        one store call; if that fails, the acker's thread records them, and the claim is
+        tried alone."""
+        params = ClaimParams(queues=self.queues, worker_id=self.id, limit=limit)
         try:
-            jobs = self.store.job_claim(
-                ClaimParams(queues=self.queues, worker_id=self.id, limit=limit)
-            )
+            if completions:
+                try:
+                    applied, jobs = self.store.job_complete_claim(completions, params)
+                except StoreError as exc:
+                    logger.debug("could not complete jobs with the claim: %s", exc)
+                    self._acker.hand_back(completions)
+                    jobs = self.store.job_claim(params)
+                else:
+                    self._acker.settle("complete", completions, applied)
+            else:
+                jobs = self.store.job_claim(params)
         except StoreError as exc:
             logger.warning("could not claim jobs, retrying: %s", exc)
-            self._stopping.wait(0.5)
+            self._away(lambda: self._stopping.wait(0.5))
             return []
         claimed = time.monotonic()
         with self._lock:
@@ -326,11 +353,23 @@ class Worker:
         )
 
     def _wait_for_work(self) -> None:
-        try:
+        def wait() -> None:
             self.store.job_wait(WaitParams(queues=self.queues, timeout=self._wait_timeout()))
+
+        try:
+            self._away(wait)
         except StoreError as exc:
             logger.warning("could not wait for jobs, retrying: %s", exc)
-            self._stopping.wait(0.5)
+            self._away(lambda: self._stopping.wait(0.5))
+
+    def _away(self, wait: Callable[[], object]) -> None:
+        """``wait()``, while which the acker's thread records the outcomes of jobs that
+        end (this loop, blocked, cannot)."""
+        self._acker.away(True)
+        try:
+            wait()
+        finally:
+            self._acker.away(False)
 
     def _wait_timeout(self) -> float:
         timeout = self.settings.poll_timeout
@@ -523,6 +562,7 @@ class Worker:
     def _shutdown(self) -> None:
         """Release unstarted jobs, give running ones the grace period, release the rest."""
         self._scheduler.stop()
+        self._acker.away(True)  # this loop now only waits for the running jobs
         self._release([j.id for j in self._runtime.take_unstarted()])
         deadline = time.monotonic() + self.settings.shutdown_grace
         while not self._hurry.is_set():

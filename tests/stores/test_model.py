@@ -321,7 +321,10 @@ class StoreMachine(RuleBasedStateMachine):
     def claim(self, queues: list[str], limit: int, worker: str) -> None:
         expected = self.model.due(queues, limit)
         params = ClaimParams(queues=queues, worker_id=worker, limit=limit, now=self.now)
-        claimed = self.store.job_claim(params)
+        self.check_claim(self.store.job_claim(params), expected, worker)
+
+    def check_claim(self, claimed: list[Job], expected: list[ModelJob], worker: str) -> None:
+        """The store claimed what the model expects; the model follows."""
         assert [j.id for j in claimed] == [m.id for m in expected], "claim order"
         issued = {lease.token for lease in self.leases}
         for job, m in zip(claimed, expected, strict=True):
@@ -350,12 +353,37 @@ class StoreMachine(RuleBasedStateMachine):
         result: JSONValue = {"job": lease.job_id, "at": self.now}
         completion = Completion(lease=lease, result=result, children=children)
         assert self.store.job_complete([completion], now=self.now) == [job is not None]
+        self.completed(job, result, children)
+
+    def completed(self, job: ModelJob | None, result: JSONValue, children: list[JobSpec]) -> None:
+        """The model follows a completion the store answered for ``job`` (None: stale)."""
         if job is not None:
             self.model.end(job, DONE)
             job.result = result
             for spec in children:
                 self.model.schedule(spec)
         self.adopt_new_jobs()
+
+    @precondition(lambda self: self.model.count(RUNNING))
+    @rule(
+        data=st.data(),
+        child=st.none() | job_specs(),
+        queues=st.lists(st.sampled_from(QUEUES), min_size=1, max_size=3),
+        limit=st.integers(0, 3),
+    )
+    def complete_and_claim(
+        self, data: st.DataObject, child: JobSpec | None, queues: list[str], limit: int
+    ) -> None:
+        """A worker's turn (``job_complete_claim``): the claim sees the completion."""
+        lease = self.pick_lease(data)
+        job = self.model.holder(lease)
+        children = [] if child is None else [self.at_now(child)]
+        completion = Completion(lease=lease, result=None, children=children)
+        params = ClaimParams(queues=queues, worker_id="w1", limit=limit, now=self.now)
+        answers, claimed = self.store.job_complete_claim([completion], params)
+        assert answers == [job is not None]
+        self.completed(job, None, children)
+        self.check_claim(claimed, self.model.due(queues, limit), "w1")
 
     @precondition(lambda self: self.model.count(RUNNING))
     @rule(

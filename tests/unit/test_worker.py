@@ -446,6 +446,33 @@ def test_idle_worker_starts_a_new_job_quickly(app: App) -> None:
     thread.join(10)
 
 
+def test_a_job_that_ends_while_the_loop_waits_on_the_store_is_recorded_at_once(
+    app: App,
+) -> None:
+    """The loop records outcomes itself, before each claim; while it waits on the store
+    (here up to 30 s, nothing else due), the acker's thread records them."""
+    release = threading.Event()
+
+    @app.task(name="slow")
+    def slow(ctx: JobContext) -> None:
+        release.wait(10)
+
+    job_id = slow.schedule().job_id
+    worker = Worker(app, WorkerSettings(poll_timeout=30))
+    thread = run_in_thread(worker)
+    deadline = time.monotonic() + 5
+    while job(app, job_id).state is not JobState.RUNNING and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)  # the loop found nothing more to claim and waits on the store
+    release.set()
+    started = time.monotonic()
+    while job(app, job_id).state is not JobState.DONE and time.monotonic() - started < 5:
+        time.sleep(0.02)
+    assert time.monotonic() - started < 1.0, "the outcome waited for the loop"
+    worker.stop()
+    thread.join(10)
+
+
 def test_worker_without_queues_is_refused(app: App) -> None:
     with pytest.raises(crawlq.ConfigurationError, match="no queue"):
         Worker(app, WorkerSettings())

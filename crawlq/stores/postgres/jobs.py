@@ -89,19 +89,10 @@ class PostgresJobs(PostgresScheduling, JobGate):
     ) -> list[bool]:
         """One statement for a batch of leases; True where the lease was current. A lease
         repeated in the batch is stale by its second time, as if applied one by one."""
-        first = first_of_each(leases)
-        params: dict[str, Any] = {
-            "ids": [leases[i].job_id for i in first],
-            "tokens": [leases[i].token for i in first],
-            "now": now,
-            **{name: [values[i] for i in first] for name, values in columns.items()},
-        }
-        rows = conn.execute(Q[query], params).fetchall()
+        rows = conn.execute(Q[query], _ack_params(leases, columns, now)).fetchall()
         if then is not None:
             then(rows)
-        applied = {Lease(r["id"], r["token"]) for r in rows}
-        chosen = set(first)
-        return [i in chosen and lease in applied for i, lease in enumerate(leases)]
+        return _applied(leases, rows)
 
     def _job_heartbeat(self, leases: Sequence[Lease], now: Timestamp | None) -> list[bool]:
         params = {"ids": [x.job_id for x in leases], "tokens": [x.token for x in leases]}
@@ -157,6 +148,37 @@ class PostgresJobs(PostgresScheduling, JobGate):
             return self._run("completing jobs", batch, transaction=with_children)
         except _OneByOne:
             return self._run("completing jobs", one_by_one)
+
+    def _job_complete_claim(
+        self, completions: Sequence[Completion], params: ClaimParams
+    ) -> tuple[list[bool], list[Job]]:
+        """Without children: the completions and the claim's first round sent together,
+        one round trip (pipeline mode; one implicit transaction up to its sync)."""
+        if any(c.children for c in completions):
+            return super()._job_complete_claim(completions, params)
+        leases = [c.lease for c in completions]
+        results = {"results": [dumps(c.result) for c in completions]}
+        done = _ack_params(leases, results, params.now)
+        claim = {
+            "queues": list(dict.fromkeys(params.queues)),
+            "limit": params.limit,
+            "worker_id": params.worker_id,
+            "now": params.now,
+        }
+
+        def work(conn: Conn) -> tuple[list[DictRow], list[Job]]:
+            with conn.pipeline() as pipeline:
+                completed = conn.execute(Q["job_complete"], done)
+                claimed = conn.execute(limited("job_claim", params.limit), claim)
+                pipeline.sync()
+            return completed.fetchall(), [row_job(r) for r in claimed.fetchall()]
+
+        rows, jobs = self._run("completing and claiming jobs", work, transaction=False)
+        room = params.limit - len(jobs)
+        if room > 0 and any(j.limit_key is not None for j in jobs):
+            jobs.extend(self._job_claim(dataclasses.replace(params, limit=room)))
+        jobs.sort(key=lambda j: claim_order(j.priority, j.run_at, j.id))
+        return _applied(leases, rows), jobs
 
     def _complete(
         self,
@@ -237,3 +259,25 @@ def _refuse_later_keys(done: Sequence[tuple[DictRow, list[JobSpec]]]) -> None:
             raise _OneByOne()
         if row["key"] is not None:
             later.add((row["queue"], row["key"]))
+
+
+def _ack_params(
+    leases: Sequence[Lease], columns: dict[str, list[Any]], now: Timestamp | None
+) -> dict[str, Any]:
+    """The parameters of a statement that ends or returns a batch of leases: each lease
+    once, at its first place in the batch (``_applied``)."""
+    first = first_of_each(leases)
+    return {
+        "ids": [leases[i].job_id for i in first],
+        "tokens": [leases[i].token for i in first],
+        "now": now,
+        **{name: [values[i] for i in first] for name, values in columns.items()},
+    }
+
+
+def _applied(leases: Sequence[Lease], rows: list[DictRow]) -> list[bool]:
+    """True where the statement applied the lease: a lease repeated in the batch is stale
+    by its second time, as if applied one by one."""
+    applied = {Lease(r["id"], r["token"]) for r in rows}
+    chosen = set(first_of_each(leases))
+    return [i in chosen and lease in applied for i, lease in enumerate(leases)]

@@ -118,35 +118,57 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         now: float,
         children: Sequence[Sequence[JobSpec]] = (),
     ) -> list[bool]:
-        """Apply a state change that may end jobs, then spawn their remembered requests
-        and (for completions) their children (dropped when their crawl is closed), then
-        settle keys and crawls."""
+        """``_end`` in a write transaction of its own."""
 
         def work(conn: sqlite3.Connection) -> list[bool]:
-            touched = Touched()
-            applied: list[bool] = []
-            for i, item in enumerate(items):
-                rows = conn.execute(Q[query], item).fetchall()
-                applied.append(bool(rows))
-                touched.note(rows)
-                ended = [r for r in rows if r["state"] in ("done", "dead")]
-                self._spawn_followups(conn, ended, now, touched)
-                if rows and children:
-                    for spec in children[i]:
-                        self._schedule_one(conn, spec, now, touched, drop_closed=True)
-            self._settle(conn, touched, now)
-            return applied
+            return self._end(conn, query, items, now, children)
 
         return self._write(operation, work) if items else []
 
+    def _end(
+        self,
+        conn: sqlite3.Connection,
+        query: str,
+        items: Sequence[dict[str, Any]],
+        now: float,
+        children: Sequence[Sequence[JobSpec]] = (),
+    ) -> list[bool]:
+        """Apply a state change that may end jobs, then spawn their remembered requests
+        and (for completions) their children (dropped when their crawl is closed), then
+        settle keys and crawls."""
+        touched = Touched()
+        applied: list[bool] = []
+        for i, item in enumerate(items):
+            rows = conn.execute(Q[query], item).fetchall()
+            applied.append(bool(rows))
+            touched.note(rows)
+            ended = [r for r in rows if r["state"] in ("done", "dead")]
+            self._spawn_followups(conn, ended, now, touched)
+            if rows and children:
+                for spec in children[i]:
+                    self._schedule_one(conn, spec, now, touched, drop_closed=True)
+        self._settle(conn, touched, now)
+        return applied
+
     def _job_complete(self, completions: Sequence[Completion], now: Timestamp | None) -> list[bool]:
         t = self._now(now)
-        items = [
-            {"id": c.lease.job_id, "token": c.lease.token, "result": dumps(c.result), "now": t}
-            for c in completions
-        ]
+        items = _completion_items(completions, t)
         kids = [c.children for c in completions]
         return self._ending("completing jobs", "job_complete", items, t, kids)
+
+    def _job_complete_claim(
+        self, completions: Sequence[Completion], params: ClaimParams
+    ) -> tuple[list[bool], list[Job]]:
+        """The completions, then the claim, in one write transaction."""
+        t = self._now(params.now)
+        items = _completion_items(completions, t)
+        kids = [c.children for c in completions]
+
+        def work(conn: sqlite3.Connection) -> tuple[list[bool], list[Job]]:
+            applied = self._end(conn, "job_complete", items, t, kids)
+            return applied, self._claim(conn, params, t)
+
+        return self._write("completing and claiming jobs", work)
 
     def _job_fail(self, failures: Sequence[Failure], now: Timestamp | None) -> list[bool]:
         t = self._now(now)
@@ -211,3 +233,11 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
             return moved
 
         return self._write("rescheduling jobs", work) if ids else []
+
+
+def _completion_items(completions: Sequence[Completion], now: float) -> list[dict[str, Any]]:
+    """The parameters of ``job_complete`` for each completion."""
+    return [
+        {"id": c.lease.job_id, "token": c.lease.token, "result": dumps(c.result), "now": now}
+        for c in completions
+    ]
