@@ -12,6 +12,10 @@ import crawlq
 from tests.integration.conftest import Processes, wait_until
 
 SECONDS = float(os.environ.get("CRAWLQ_TEST_SOAK_SECONDS", "30"))
+PER_PRODUCER = int(os.environ.get("CRAWLQ_TEST_SOAK_JOBS", "15000"))
+"""Jobs each producer schedules at most: the workers' drain after the producers stop is
+bounded by it, whatever the store's schedule rate (a faster store used to fill a queue
+that took longer than the drain's wait)."""
 
 TASKS = """
     import os
@@ -30,13 +34,13 @@ PRODUCER = """
     import crawlq
     from mptasks import app, record
 
-    producer, seconds = int(sys.argv[1]), float(sys.argv[2])
+    producer, seconds, most = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
     acked = open(f"scheduled-{producer}.log", "a", buffering=1)
     errors = open(f"errors-{producer}.log", "a", buffering=1)
     rng = random.Random(producer)
     seq = 0
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and seq < most:
         batch = rng.choice([1, 1, 1, 5, 50])
         specs = [record.spec(producer, seq + i) for i in range(batch)]
         try:
@@ -62,13 +66,23 @@ def test_four_producers_and_four_workers_share_one_store(procs: Processes, tmp_p
     procs.write_module("mptasks", TASKS)
     procs.write_module("producer", PRODUCER)
     app = crawlq.App(procs.store_url)
+    try:
+        check_a_shared_store(procs, tmp_path, app)
+    finally:
+        app.close()
+
+
+def check_a_shared_store(procs: Processes, tmp_path: Path, app: crawlq.App) -> None:
     app.store  # noqa: B018 - create the schema before the crowd arrives
     workers = [
         procs.crawlq("worker", "--app", "mptasks:app", "--concurrency", "4", log=f"worker-{i}.err")
         for i in range(4)
     ]
     producers = [
-        procs.python("producer.py", str(i), str(SECONDS), log=f"producer-{i}.err") for i in range(4)
+        procs.python(
+            "producer.py", str(i), str(SECONDS), str(PER_PRODUCER), log=f"producer-{i}.err"
+        )
+        for i in range(4)
     ]
     for proc in producers:
         assert proc.wait(SECONDS + 120) == 0
@@ -101,4 +115,3 @@ def test_four_producers_and_four_workers_share_one_store(procs: Processes, tmp_p
     assert "locked" not in logs and "Traceback" not in logs, logs[:4000]
     summary = {"scheduled": len(acked), "seconds": SECONDS}
     print(json.dumps(summary))
-    app.close()

@@ -131,7 +131,7 @@ T0 = 1_000_000.0
 
 
 def test_limit_and_crawl_statements_read_their_partial_indexes(db: sqlite3.Connection) -> None:
-    front = plan(db, Q["limit_take_front"], {"key": "k"})
+    front = plan(db, Q["limit_take_fronts"], {"keys": '["k"]'})
     assert "crawlq_jobs_waiting (limit_key=?)" in front and "TEMP B-TREE" not in front
     for query in ("crawl_hold_jobs", "crawl_unhold_jobs", "crawl_cancel_jobs"):
         text = plan(db, Q[query], {"id": 1, "now": 0.0})
