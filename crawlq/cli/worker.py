@@ -185,7 +185,7 @@ def worker(
     )
     with open_app(create=True) as app, logging_to_stderr(log_level):
         install_crawler(app)
-        preload_crawler(app)
+        app.setup(preload_crawler)
         running = Worker(app, settings, app_ref=app_reference() or STANDALONE_APP)
         running.run()
         click.echo(summary(running))

@@ -39,7 +39,7 @@ from crawlq.crawler.pages import use_warc
 from crawlq.crawler.records import ROBOTS_DISALLOWED
 from crawlq.crawler.recurring import open_crawl, start_crawl
 from crawlq.crawler.standalone import APP_REF as STANDALONE_APP
-from crawlq.crawler.tasks import install
+from crawlq.crawler.tasks import install, preload
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlInfo, CrawlState
 from crawlq.exceptions import ConfigurationError
 from crawlq.worker.worker import Worker
@@ -274,6 +274,8 @@ class CrawlRunner:
             max_memory_per_child=memory,
         )
         app_ref = (self.app_ref or STANDALONE_APP) if render else None
+        if render:
+            self.app.setup(preload)  # each child imports the page task before its first page
         return Worker(self.app, settings, app_ref=app_ref)
 
     def _start_helpers(self) -> list[subprocess.Popen[bytes]]:

@@ -9,7 +9,9 @@ crawl's job never loads them.
 A host's politeness is counted from its jobs' claims, so a page whose fetch waits for that
 import reaches the site later than its claim, closer to the next one. ``preload`` spares
 the crawls running when a worker starts this: the worker imports the page task's body
-then. A crawl started later meets it once per worker process, on its first page there.
+then. It is a set-up (``crawlq.setups``), so each child of the process runtime (``--render``
+crawls) does the same when it starts, recycled children included, before its first job.
+A crawl started later meets it once per process, on its first page there.
 """
 
 from __future__ import annotations
@@ -72,7 +74,8 @@ def register_page(app: App) -> None:
 def preload(app: App) -> bool:
     """Import the page task's body now if a crawl of ``app``'s store is running (see the
     module's docstring); whether it did. A store that cannot be read now leaves it to
-    the first page."""
+    the first page. Run it as a set-up, ``app.setup(preload)``, so that the process
+    runtime's children run it too."""
     try:
         running = app.store.crawl_list(state=CrawlState.RUNNING, limit=1)
     except StoreError:

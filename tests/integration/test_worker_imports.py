@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
+
 import crawlq
 from crawlq.crawler.tasks import install
 from tests.integration.conftest import Processes
@@ -40,8 +42,9 @@ NOT_FOR_PLAIN_JOBS = (
 )
 
 
-def modules_loaded(procs: Processes, app: crawlq.App) -> list[str]:
-    """What a burst ``crawlq worker`` had imported when it ran the task ``modules``."""
+def modules_loaded(procs: Processes, app: crawlq.App, runtime: str = "thread") -> list[str]:
+    """What a burst ``crawlq worker`` had imported when it ran the task ``modules`` (with
+    the process runtime: what its child had)."""
     procs.write_module("plain", TASKS)
 
     @app.task(name="modules")
@@ -49,7 +52,7 @@ def modules_loaded(procs: Processes, app: crawlq.App) -> list[str]:
 
     job_id = modules.schedule().job_id
     worker = subprocess.run(
-        procs.argv("worker", "--app", "plain:app", "--burst"),
+        procs.argv("worker", "--app", "plain:app", "--burst", "--runtime", runtime),
         cwd=procs.workdir,
         env=procs.env(),
         capture_output=True,
@@ -72,16 +75,18 @@ def test_a_worker_without_crawl_jobs_does_not_import_the_crawler(procs: Processe
         app.close()
 
 
+@pytest.mark.parametrize("runtime", ["thread", "process"])
 def test_a_worker_started_while_a_crawl_runs_imports_the_page_task_at_once(
-    procs: Processes,
+    procs: Processes, runtime: str
 ) -> None:
     """Its pages' fetches do not wait for the import after their claim (politeness is
-    counted from the claim)."""
+    counted from the claim); with the process runtime each child imports it at its start,
+    before its first job."""
     app = crawlq.App(procs.store_url)
     try:
         page = install(app)
         app.crawl("later", [page.with_options(delay=3600).spec("https://example.com/", 0)])
-        loaded = modules_loaded(procs, app)
+        loaded = modules_loaded(procs, app, runtime)
         assert "crawlq.crawler.pages" in loaded
         assert "httpx" in loaded
     finally:
