@@ -207,8 +207,6 @@ CREATE INDEX crawlq_jobs_scheduled ON crawlq_jobs USING btree (queue, run_at) WH
 
 CREATE INDEX crawlq_jobs_waiting ON crawlq_jobs USING btree (limit_digest, priority DESC, run_at, id) WHERE (state = 'waiting'::text);
 
-CREATE INDEX crawlq_jobs_worker ON crawlq_jobs USING btree (worker_id) WHERE (state = 'running'::text);
-
 CREATE UNIQUE INDEX crawlq_keys_key ON crawlq_keys USING btree (crawlq_digest(key));
 
 CREATE INDEX crawlq_keys_lookup ON crawlq_keys USING hash (key);
@@ -368,8 +366,16 @@ DECLARE
     a_started double precision[];
     a_gone bigint[];
     at double precision;
+    keyed boolean;
+    spawns boolean;
 BEGIN
-    IF NOT EXISTS (SELECT FROM new_rows) THEN
+    -- One look at the changed rows says what the statement involves: none (NULL), a
+    -- crawl or a limit key, a remembered request to spawn (0011 took one for each).
+    SELECT bool_or(crawl_id IS NOT NULL OR limit_key IS NOT NULL),
+           bool_or(followup IS NOT NULL AND state IN ('done', 'dead'))
+    INTO keyed, spawns
+    FROM new_rows;
+    IF keyed IS NULL THEN
         RETURN NULL;
     END IF;
     -- Finish waits (0009's crawlq_jobs_finish_notify): NOTIFY '<schema>:<id>' for each
@@ -405,7 +411,7 @@ BEGIN
           WHERE new_rows.state IN ('scheduled', 'ready')
             AND (old_rows.state NOT IN ('scheduled', 'ready')
                  OR old_rows.run_at <> new_rows.run_at)) AS woken;
-    IF EXISTS (SELECT FROM new_rows WHERE crawl_id IS NOT NULL OR limit_key IS NOT NULL) THEN
+    IF keyed THEN
         -- Crawl counters. Every crawl of a job whose state changed is locked, even
         -- without a net change (a pause holding jobs): locks are then always taken jobs,
         -- crawls, keys in that order.
@@ -523,8 +529,7 @@ BEGIN
     -- spawn_followups: a job that ends turns its remembered request into a new job
     -- (dropped if its key is live again or its crawl closed). Siblings:
     -- SQLiteStore._spawn_followups (sqlite/store.py), spawn_followups in prelude.lua.
-    IF NOT EXISTS (SELECT FROM new_rows
-                   WHERE followup IS NOT NULL AND state IN ('done', 'dead')) THEN
+    IF NOT spawns THEN
         RETURN NULL;
     END IF;
     INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state,

@@ -20,8 +20,16 @@ DECLARE
     a_started double precision[];
     a_gone bigint[];
     at double precision;
+    keyed boolean;
+    spawns boolean;
 BEGIN
-    IF NOT EXISTS (SELECT FROM new_rows) THEN
+    -- One look at the changed rows says what the statement involves: none (NULL), a
+    -- crawl or a limit key, a remembered request to spawn (0011 took one for each).
+    SELECT bool_or(crawl_id IS NOT NULL OR limit_key IS NOT NULL),
+           bool_or(followup IS NOT NULL AND state IN ('done', 'dead'))
+    INTO keyed, spawns
+    FROM new_rows;
+    IF keyed IS NULL THEN
         RETURN NULL;
     END IF;
     -- Finish waits (0009's crawlq_jobs_finish_notify): NOTIFY '<schema>:<id>' for each
@@ -57,7 +65,7 @@ BEGIN
           WHERE new_rows.state IN ('scheduled', 'ready')
             AND (old_rows.state NOT IN ('scheduled', 'ready')
                  OR old_rows.run_at <> new_rows.run_at)) AS woken;
-    IF EXISTS (SELECT FROM new_rows WHERE crawl_id IS NOT NULL OR limit_key IS NOT NULL) THEN
+    IF keyed THEN
         -- Crawl counters. Every crawl of a job whose state changed is locked, even
         -- without a net change (a pause holding jobs): locks are then always taken jobs,
         -- crawls, keys in that order.
@@ -175,8 +183,7 @@ BEGIN
     -- spawn_followups: a job that ends turns its remembered request into a new job
     -- (dropped if its key is live again or its crawl closed). Siblings:
     -- SQLiteStore._spawn_followups (sqlite/store.py), spawn_followups in prelude.lua.
-    IF NOT EXISTS (SELECT FROM new_rows
-                   WHERE followup IS NOT NULL AND state IN ('done', 'dead')) THEN
+    IF NOT spawns THEN
         RETURN NULL;
     END IF;
     INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state,
@@ -221,3 +228,9 @@ DROP TRIGGER crawlq_jobs_totals_deleted ON crawlq_jobs;
 DROP FUNCTION crawlq_jobs_finish_notify();
 DROP FUNCTION crawlq_jobs_totals_updated();
 DROP FUNCTION crawlq_jobs_totals_deleted();
+
+-- worker_reap finds a worker's running jobs on crawlq_jobs_lease, the index of all running
+-- jobs (as many as the workers' slots, whatever the queue's depth), filtered by worker:
+-- crawlq_jobs_worker (0002) only saved that filter, and every claim wrote an entry in it
+-- for each job it leased.
+DROP INDEX crawlq_jobs_worker;
