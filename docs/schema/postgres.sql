@@ -207,6 +207,8 @@ CREATE INDEX crawlq_jobs_scheduled ON crawlq_jobs USING btree (queue, run_at) WH
 
 CREATE INDEX crawlq_jobs_waiting ON crawlq_jobs USING btree (limit_digest, priority DESC, run_at, id) WHERE (state = 'waiting'::text);
 
+CREATE INDEX crawlq_jobs_worker ON crawlq_jobs USING btree (worker_id) WHERE (state = 'running'::text);
+
 CREATE UNIQUE INDEX crawlq_keys_key ON crawlq_keys USING btree (crawlq_digest(key));
 
 CREATE INDEX crawlq_keys_lookup ON crawlq_keys USING hash (key);

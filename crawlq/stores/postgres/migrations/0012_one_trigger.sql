@@ -1,14 +1,13 @@
--- One statement trigger per event on crawlq_jobs (issue 19). An UPDATE of jobs fired three
--- statement triggers (crawlq_jobs_finish_notify of 0009, crawlq_jobs_totals_updated of
--- 0007, crawlq_jobs_updated), a DELETE two; each firing costs a PL/pgSQL call and its own
--- scans of the transition tables, about a seventh of the server's time in a drain of
--- no-op jobs (pg_stat_user_functions: 45 us of the 320 us that a claim and a completion
--- of 8 jobs cost together). Their work moves into crawlq_jobs_updated and
--- crawlq_jobs_deleted, in the order the triggers fired (by name: finish notify, totals,
--- then the rest), the totals in the same INSERT as the state counts. Nothing users see
--- changes. No table is rewritten: the migration takes crawlq_jobs' trigger lock (SHARE ROW
--- EXCLUSIVE, which waits for running writers and blocks new ones until it commits) for
--- the few milliseconds that replacing functions and dropping triggers take.
+-- One statement trigger per event on crawlq_jobs (issue 19); nothing users see changes.
+-- An UPDATE of jobs fired three (crawlq_jobs_finish_notify of 0009,
+-- crawlq_jobs_totals_updated of 0007, crawlq_jobs_updated), a DELETE two. Their work moves
+-- into crawlq_jobs_updated and crawlq_jobs_deleted, in the order the triggers fired (by
+-- name: finish notify, totals, then the rest), the totals in the same INSERT as the state
+-- counts, and the update trigger reads its changed rows once for what they involve (0011
+-- took three looks). No table is rewritten: the migration holds crawlq_jobs' ACCESS
+-- EXCLUSIVE lock (DROP TRIGGER: it waits for the statements running on the table and
+-- blocks new ones, readers too, until it commits) for the milliseconds that replacing two
+-- functions and dropping three triggers take.
 
 -- The jobs' update trigger (0011's), with the finish notify and the totals first.
 CREATE OR REPLACE FUNCTION crawlq_jobs_updated() RETURNS trigger
@@ -228,9 +227,3 @@ DROP TRIGGER crawlq_jobs_totals_deleted ON crawlq_jobs;
 DROP FUNCTION crawlq_jobs_finish_notify();
 DROP FUNCTION crawlq_jobs_totals_updated();
 DROP FUNCTION crawlq_jobs_totals_deleted();
-
--- worker_reap finds a worker's running jobs on crawlq_jobs_lease, the index of all running
--- jobs (as many as the workers' slots, whatever the queue's depth), filtered by worker:
--- crawlq_jobs_worker (0002) only saved that filter, and every claim wrote an entry in it
--- for each job it leased.
-DROP INDEX crawlq_jobs_worker;
