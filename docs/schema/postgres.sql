@@ -275,25 +275,9 @@ CREATE OR REPLACE FUNCTION crawlq_jobs_deleted()
 AS $function$
 BEGIN
     INSERT INTO crawlq_count_deltas (queue, state, n)
-    SELECT queue, state, -count(*) FROM old_rows GROUP BY queue, state;
-    RETURN NULL;
-END $function$;
-
-CREATE OR REPLACE FUNCTION crawlq_jobs_finish_notify()
- RETURNS trigger
- LANGUAGE plpgsql
- SET search_path TO 'crawlq'
-AS $function$
-BEGIN
-    IF NOT EXISTS (SELECT FROM crawlq_finish_waits) THEN
-        RETURN NULL;
-    END IF;
-    PERFORM pg_notify('crawlq_finished', TG_TABLE_SCHEMA || ':' || n.id)
-    FROM new_rows AS n
-    JOIN old_rows AS o ON o.id = n.id
-    JOIN crawlq_finish_waits AS w ON w.job_id = n.id
-    WHERE n.state IN ('done', 'dead', 'cancelled')
-      AND o.state NOT IN ('done', 'dead', 'cancelled');
+    SELECT queue, s.state, s.n
+    FROM (SELECT queue, state, count(*) AS n FROM old_rows GROUP BY queue, state) AS g
+    CROSS JOIN LATERAL (VALUES (g.state, -g.n), ('gone_' || g.state, g.n)) AS s(state, n);
     RETURN NULL;
 END $function$;
 
@@ -372,34 +356,6 @@ BEGIN
     RETURN NULL;
 END $function$;
 
-CREATE OR REPLACE FUNCTION crawlq_jobs_totals_deleted()
- RETURNS trigger
- LANGUAGE plpgsql
- SET search_path TO 'crawlq'
-AS $function$
-BEGIN
-    INSERT INTO crawlq_count_deltas (queue, state, n)
-    SELECT queue, 'gone_' || state, count(*) FROM old_rows GROUP BY queue, state;
-    RETURN NULL;
-END $function$;
-
-CREATE OR REPLACE FUNCTION crawlq_jobs_totals_updated()
- RETURNS trigger
- LANGUAGE plpgsql
- SET search_path TO 'crawlq'
-AS $function$
-BEGIN
-    INSERT INTO crawlq_count_deltas (queue, state, n)
-    SELECT n.queue, CASE WHEN o.state = 'dead' THEN 'total_left_dead'
-                         ELSE 'total_retried' END AS total, count(*)
-    FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
-    WHERE (o.state = 'running' AND n.attempts >= o.attempts
-           AND n.state IN ('scheduled', 'ready', 'waiting', 'held'))
-       OR (o.state = 'dead' AND n.state <> 'dead')
-    GROUP BY 1, 2;
-    RETURN NULL;
-END $function$;
-
 CREATE OR REPLACE FUNCTION crawlq_jobs_updated()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -412,24 +368,52 @@ DECLARE
     a_started double precision[];
     a_gone bigint[];
     at double precision;
+    keyed boolean;
+    spawns boolean;
 BEGIN
-    IF NOT EXISTS (SELECT FROM new_rows) THEN
+    -- One look at the changed rows says what the statement involves: none (NULL), a
+    -- crawl or a limit key, a remembered request to spawn (0011 took one for each).
+    SELECT bool_or(crawl_id IS NOT NULL OR limit_key IS NOT NULL),
+           bool_or(followup IS NOT NULL AND state IN ('done', 'dead'))
+    INTO keyed, spawns
+    FROM new_rows;
+    IF keyed IS NULL THEN
         RETURN NULL;
     END IF;
+    -- Finish waits (0009's crawlq_jobs_finish_notify): NOTIFY '<schema>:<id>' for each
+    -- registered job that became done, dead or cancelled.
+    IF EXISTS (SELECT FROM crawlq_finish_waits) THEN
+        PERFORM pg_notify('crawlq_finished', TG_TABLE_SCHEMA || ':' || n.id)
+        FROM new_rows AS n
+        JOIN old_rows AS o ON o.id = n.id
+        JOIN crawlq_finish_waits AS w ON w.job_id = n.id
+        WHERE n.state IN ('done', 'dead', 'cancelled')
+          AND o.state NOT IN ('done', 'dead', 'cancelled');
+    END IF;
+    -- State counts, and the totals of 0007's crawlq_jobs_totals_updated (failed attempts
+    -- sent back to pending, dead jobs requeued), in one append.
     INSERT INTO crawlq_count_deltas (queue, state, n)
     SELECT queue, state, sum(n)
     FROM (SELECT queue, state, 1 AS n FROM new_rows
           UNION ALL
           SELECT queue, state, -1 AS n FROM old_rows) AS changes
     GROUP BY queue, state
-    HAVING sum(n) <> 0;
+    HAVING sum(n) <> 0
+    UNION ALL
+    SELECT n.queue, CASE WHEN o.state = 'dead' THEN 'total_left_dead'
+                         ELSE 'total_retried' END, count(*)
+    FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+    WHERE (o.state = 'running' AND n.attempts >= o.attempts
+           AND n.state IN ('scheduled', 'ready', 'waiting', 'held'))
+       OR (o.state = 'dead' AND n.state <> 'dead')
+    GROUP BY 1, 2;
     PERFORM pg_notify('crawlq_jobs', TG_TABLE_SCHEMA || ':' || queue)
     FROM (SELECT DISTINCT new_rows.queue
           FROM new_rows JOIN old_rows ON old_rows.id = new_rows.id
           WHERE new_rows.state IN ('scheduled', 'ready')
             AND (old_rows.state NOT IN ('scheduled', 'ready')
                  OR old_rows.run_at <> new_rows.run_at)) AS woken;
-    IF EXISTS (SELECT FROM new_rows WHERE crawl_id IS NOT NULL OR limit_key IS NOT NULL) THEN
+    IF keyed THEN
         -- Crawl counters. Every crawl of a job whose state changed is locked, even
         -- without a net change (a pause holding jobs): locks are then always taken jobs,
         -- crawls, keys in that order.
@@ -547,8 +531,7 @@ BEGIN
     -- spawn_followups: a job that ends turns its remembered request into a new job
     -- (dropped if its key is live again or its crawl closed). Siblings:
     -- SQLiteStore._spawn_followups (sqlite/store.py), spawn_followups in prelude.lua.
-    IF NOT EXISTS (SELECT FROM new_rows
-                   WHERE followup IS NOT NULL AND state IN ('done', 'dead')) THEN
+    IF NOT spawns THEN
         RETURN NULL;
     END IF;
     INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state,
@@ -635,12 +618,6 @@ CREATE CONSTRAINT TRIGGER crawlq_crawls_finish AFTER INSERT OR UPDATE ON crawlq_
 
 CREATE TRIGGER crawlq_jobs_deleted AFTER DELETE ON crawlq_jobs REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION crawlq_jobs_deleted();
 
-CREATE TRIGGER crawlq_jobs_finish_notify AFTER UPDATE ON crawlq_jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION crawlq_jobs_finish_notify();
-
 CREATE TRIGGER crawlq_jobs_inserted AFTER INSERT ON crawlq_jobs REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION crawlq_jobs_inserted();
-
-CREATE TRIGGER crawlq_jobs_totals_deleted AFTER DELETE ON crawlq_jobs REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION crawlq_jobs_totals_deleted();
-
-CREATE TRIGGER crawlq_jobs_totals_updated AFTER UPDATE ON crawlq_jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION crawlq_jobs_totals_updated();
 
 CREATE TRIGGER crawlq_jobs_updated AFTER UPDATE ON crawlq_jobs REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION crawlq_jobs_updated();
