@@ -384,6 +384,31 @@ def test_without_functions_the_same_scripts_go_by_evalsha(
     store.close()
 
 
+@pytest.mark.parametrize(
+    ("option", "command"), [("functions=1", "fcall"), ("functions=0", "evalsha")]
+)
+def test_a_turn_is_one_script_call(
+    server: servers.PrivateRedis, prefix: str, option: str, command: str
+) -> None:
+    """``job_complete_claim``: the completions with their children, then the claim that
+    sees them, in one call of job_complete_claim.lua (its parts inlined, ``lua.py``)."""
+    client = redis.Redis.from_url(server.url)
+    store = open_on(server.url, prefix, option)
+    store.job_schedule([spec(), spec()])
+    (job,) = store.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=1))
+    child = spec(args=["child"], priority=9)
+    params = ClaimParams(queues=["q"], worker_id="w", limit=2)
+    answers, jobs = store.job_complete_claim(
+        [Completion(lease=job.lease, children=[child])], params
+    )
+    assert answers == [True] and [j.args for j in jobs] == [["child"], []]
+    calls = _calls(client, command)  # the script is loaded now (EVALSHA: NOSCRIPT first)
+    stale, more = store.job_complete_claim([Completion(lease=job.lease)], params)
+    assert (stale, more) == ([False], [])
+    assert _calls(client, command) == calls + 1
+    store.close()
+
+
 def test_a_server_that_refuses_info_gets_the_scripts(
     server: servers.PrivateRedis, prefix: str
 ) -> None:

@@ -17,11 +17,16 @@ it connects:
 
 Either way a script's body runs after ``begin(ARGV)`` (the end of the prelude), which
 hands the helpers the call's arguments and fresh per-call tables.
+
+A script whose header names others (``-- Parts: job_complete job_claim``) runs them in
+one call: the body of each part comes before its own, as a local function of the part's
+ARGV that starts with ``begin`` (``_with_parts``), so a part's body is written once.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
@@ -45,7 +50,22 @@ def _read_sources() -> tuple[str, dict[str, str]]:
         for f in sorted(folder.iterdir(), key=lambda f: f.name)
         if f.name.endswith(".lua") and f.name != "prelude.lua"
     }
-    return head, bodies
+    return head, {name: _with_parts(body, bodies) for name, body in bodies.items()}
+
+
+_PARTS = re.compile(r"^-- Parts:\s+(.+)$", re.MULTILINE)
+
+
+def _with_parts(body: str, bodies: dict[str, str]) -> str:
+    """``body`` after a local function per part its header names (none: as it is)."""
+    named = _PARTS.search(body)
+    if named is None:
+        return body
+    parts = "".join(
+        f"local function {part}(ARGV)\nbegin(ARGV)\n{bodies[part]}\nend\n"
+        for part in named.group(1).split()
+    )
+    return parts + body
 
 
 HEAD, BODIES = _read_sources()
