@@ -850,3 +850,22 @@ def test_a_registration_that_ran_out_gets_no_wake_up(
     assert client.zrange(waiters, 0, -1) == []
     assert not client.exists(keys.key("wait_list", prefix, worker="gone"))
     store.close()
+
+
+def test_without_fractional_blpop_a_wait_subscribes_then_claims(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    """Redis 5 (BLPOP takes whole seconds): the gate's default, job_wait then a claim."""
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    store, other = open_on(server.url, prefix), open_on(server.url, prefix)
+    assert isinstance(store, RedisStore)
+    store._hand_off = False
+    blpops = _calls(client, "blpop")
+    thread, got = _waiting(store, 10.0)
+    [result] = other.job_schedule([spec()])
+    thread.join(5.0)
+    assert [[j.id for j in jobs] for jobs in got] == [[result.job_id]]
+    assert _calls(client, "blpop") == blpops
+    assert client.zrange(keys.key("waiters", prefix, queue="q"), 0, -1) == []
+    store.close()
+    other.close()

@@ -28,8 +28,8 @@ SUBSCRIBE_TIMEOUT = 5.0
 HAND_OFF_SINCE = (6, 0)
 """The first Redis version whose BLPOP takes a timeout in fractions of a second."""
 REGISTRATION_GRACE = 1.0
-"""Seconds a waiter stays registered beyond its wait: a wake-up pushed as the wait times
-out is still pushed, and the claim behind the pop takes its job."""
+"""Seconds a waiter stays registered beyond its wait, so that the registration outlasts
+the BLPOP, which starts a round trip after it (the claim behind the pop deregisters)."""
 SHORTEST_BLOCK = 0.001
 """A wait shorter than this (a job is due now) claims without blocking."""
 
