@@ -313,13 +313,17 @@ class Worker:
         self._hold(jobs)
         return jobs
 
-    def _hold(self, jobs: list[Job]) -> None:
-        """Jobs just claimed: held, and handed to the runtime."""
+    def _hold(self, jobs: list[Job], *, start: bool = True) -> None:
+        """Jobs just claimed: held, and handed to the runtime; released at once instead
+        when not to ``start`` (the worker was told to stop while it waited)."""
         claimed = time.monotonic()
         with self._lock:
             for job in jobs:
                 self._held[job.id] = _Held(job, claimed)
         self.counters.claimed += len(jobs)
+        if not start:
+            self._release([job.id for job in jobs])
+            return
         for job in jobs:
             self._runtime.submit(job)
 
@@ -369,7 +373,7 @@ class Worker:
         except StoreError as exc:
             logger.warning("could not wait for jobs, retrying: %s", exc)
             self._away(lambda: self._stopping.wait(0.5))
-        self._hold(jobs)
+        self._hold(jobs, start=not self._stopping.is_set())
 
     def _away(self, wait: Callable[[], object]) -> None:
         """``wait()``, while which the acker's thread records the outcomes of jobs that
