@@ -274,6 +274,11 @@ class JobStore(FinishWaits, Protocol):
         Returning early is always allowed; callers must then try to claim.
         """
 
+    def job_wait_claim(self, params: ClaimParams, timeout: float) -> list[Job]:
+        """``job_wait`` for ``params.queues`` (up to ``timeout`` s), then
+        ``job_claim(params)``: what it claims. A worker's wait: where the store can, the
+        claim comes back in the wake-up's own round trip (Redis)."""
+
     def queue_stats(self, *, now: Timestamp | None = None) -> list[QueueStats]:
         """Counts for every queue that has or had jobs, sorted by queue name."""
 

@@ -17,7 +17,7 @@ Calls with nothing to check (``job_get``, ``job_list``, ``job_wait``, ``queue_to
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from crawlq.crawls import CrawlInfo, CrawlSpec
 from crawlq.fingerprint import check_fingerprint
@@ -33,7 +33,15 @@ from crawlq.jobs import (
 )
 from crawlq.limits import KeyLimit, Limits
 from crawlq.payload import check_count, check_text
-from crawlq.stores.base import ClaimParams, Completion, Failure, JobFilter, Release, StoreSummary
+from crawlq.stores.base import (
+    ClaimParams,
+    Completion,
+    Failure,
+    JobFilter,
+    Release,
+    StoreSummary,
+    WaitParams,
+)
 from crawlq.stores.checks import (
     check_cache_key,
     check_fingerprints,
@@ -52,6 +60,9 @@ from crawlq.types import JobId, Timestamp
 
 class JobGate(ABC):
     """Jobs and queues (``JobStore``)."""
+
+    job_wait: Callable[[WaitParams], None]
+    """The store's own (nothing to check); ``_job_wait_claim``'s default waits with it."""
 
     def job_schedule(
         self, specs: Sequence[JobSpec], *, now: Timestamp | None = None
@@ -89,6 +100,13 @@ class JobGate(ABC):
         if not completions:
             return [], self._job_claim(params)
         return self._job_complete_claim(completions, params)
+
+    def job_wait_claim(self, params: ClaimParams, timeout: float) -> list[Job]:
+        check_now(params.now)
+        if params.limit <= 0 or not params.queues:
+            self.job_wait(WaitParams(queues=params.queues, timeout=timeout))
+            return []
+        return self._job_wait_claim(params, timeout)
 
     def job_fail(self, failures: Sequence[Failure], *, now: Timestamp | None = None) -> list[bool]:
         check_now(now)
@@ -172,6 +190,11 @@ class JobGate(ABC):
     ) -> tuple[list[bool], list[Job]]:
         """Two calls, for a store that cannot do better (it overrides this)."""
         return self._job_complete(completions, params.now), self._job_claim(params)
+
+    def _job_wait_claim(self, params: ClaimParams, timeout: float) -> list[Job]:
+        """Two calls, for a store that cannot do better (it overrides this)."""
+        self.job_wait(WaitParams(queues=params.queues, timeout=timeout))
+        return self._job_claim(params)
 
     @abstractmethod
     def _job_fail(self, failures: Sequence[Failure], now: Timestamp | None) -> list[bool]: ...

@@ -28,7 +28,6 @@ from crawlq.stores.base import (
     Failure,
     JobStore,
     Release,
-    WaitParams,
 )
 from crawlq.worker.acks import Acker
 from crawlq.worker.execute import Outcome, timed_out
@@ -273,7 +272,7 @@ class Worker:
                 return False  # else the next turn records them
             if not self._kept_back():
                 return True
-        self._wait_for_work()
+        self._wait_for_work(free)
         return False
 
     def _kept_back(self) -> bool:
@@ -311,14 +310,22 @@ class Worker:
             logger.warning("could not claim jobs, retrying: %s", exc)
             self._away(lambda: self._stopping.wait(0.5))
             return []
+        self._hold(jobs)
+        return jobs
+
+    def _hold(self, jobs: list[Job], *, start: bool = True) -> None:
+        """Jobs just claimed: held, and handed to the runtime; released at once instead
+        when not to ``start`` (the worker was told to stop while it waited)."""
         claimed = time.monotonic()
         with self._lock:
             for job in jobs:
                 self._held[job.id] = _Held(job, claimed)
         self.counters.claimed += len(jobs)
+        if not start:
+            self._release([job.id for job in jobs])
+            return
         for job in jobs:
             self._runtime.submit(job)
-        return jobs
 
     def _look_beyond_queues(self) -> None:
         """Idle: say once which queues this worker does not serve have due jobs (a
@@ -352,15 +359,21 @@ class Worker:
             more,
         )
 
-    def _wait_for_work(self) -> None:
+    def _wait_for_work(self, free: int) -> None:
+        """Wait for work, and claim for the ``free`` slots as the wait ends (in the
+        wake-up's round trip where the store can: ``job_wait_claim``)."""
+        params = ClaimParams(queues=self.queues, worker_id=self.id, limit=free)
+        jobs: list[Job] = []
+
         def wait() -> None:
-            self.store.job_wait(WaitParams(queues=self.queues, timeout=self._wait_timeout()))
+            jobs.extend(self.store.job_wait_claim(params, self._wait_timeout()))
 
         try:
             self._away(wait)
         except StoreError as exc:
             logger.warning("could not wait for jobs, retrying: %s", exc)
             self._away(lambda: self._stopping.wait(0.5))
+        self._hold(jobs, start=not self._stopping.is_set())
 
     def _away(self, wait: Callable[[], object]) -> None:
         """``wait()``, while which the acker's thread records the outcomes of jobs that

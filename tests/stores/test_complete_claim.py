@@ -2,8 +2,21 @@
 
 from __future__ import annotations
 
-from store_helpers import T0, add, claim, claim_one, get, ids, release, spec
+from store_helpers import (
+    T0,
+    add,
+    claim,
+    claim_one,
+    crawl_counts,
+    crawl_of,
+    get,
+    ids,
+    new_crawl,
+    release,
+    spec,
+)
 
+from crawlq.crawls import CrawlState
 from crawlq.jobs import JobState
 from crawlq.limits import Limits
 from crawlq.stores.base import ClaimParams, Completion, Store
@@ -74,3 +87,26 @@ def test_no_completion_is_a_claim_and_no_room_is_a_completion(store: Store) -> N
     assert (answers, jobs) == ([True], [])
     assert get(store, first).state is JobState.DONE
     assert get(store, second).state is JobState.PENDING
+
+
+def test_a_crawl_counts_the_completions_and_the_claim_and_finishes(store: Store) -> None:
+    report = spec(queue="reports", task="report")
+    crawl = new_crawl(store, spec(limit_key="h"), on_finish=report).id
+    parent = claim_one(store)
+    child = spec(crawl=crawl, limit_key="h", args=["child"])
+    both = ("q", "reports")
+    answers, jobs = store.job_complete_claim(
+        [Completion(lease=parent.lease, children=(child,))], params(4, queues=both)
+    )
+    assert (answers, [j.args for j in jobs]) == ([True], [["child"]])
+    assert crawl_counts(store, crawl) == (0, 1, 1, 0, 0)
+    answers, jobs = store.job_complete_claim(
+        [Completion(lease=jobs[0].lease)], params(4, now=T0 + 2, queues=both)
+    )
+    info = crawl_of(store, crawl)
+    assert (answers, info.state, info.finished_at) == ([True], CrawlState.FINISHED, T0 + 2)
+    assert crawl_counts(store, crawl) == (0, 0, 2, 0, 0)
+    assert info.on_finish_job is not None
+    claimed = info.on_finish_job in ids(jobs)  # the claim may or may not see it
+    state = get(store, info.on_finish_job).state
+    assert state is (JobState.RUNNING if claimed else JobState.PENDING)

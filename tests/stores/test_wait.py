@@ -1,4 +1,5 @@
-"""Waiting for work: the next due time, and job_wait's wake-ups and timeouts."""
+"""Waiting for work: the next due time, job_wait's wake-ups and timeouts, and
+job_wait_claim (a worker's wait, ending in its claim)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from collections.abc import Callable
 import pytest
 from store_helpers import T0, add, claim_one, complete, spec
 
-from crawlq.stores.base import Store, WaitParams
+from crawlq.jobs import JobState
+from crawlq.limits import Limits
+from crawlq.stores.base import ClaimParams, Store, WaitParams
 
 
 def test_next_due_is_none_without_pending_jobs(store: Store) -> None:
@@ -83,3 +86,57 @@ def test_wait_returns_when_a_scheduled_job_becomes_due(store: Store) -> None:
     start = time.monotonic()
     store.job_wait(WaitParams(queues=["q"], timeout=10.0))
     assert time.monotonic() - start < 5.0
+
+
+def worker_claim(limit: int = 4, now: float | None = None) -> ClaimParams:
+    return ClaimParams(queues=["other", "q"], worker_id="w1", limit=limit, now=now)
+
+
+def test_wait_claim_claims_a_due_job_at_once(store: Store) -> None:
+    job_id = add(store)
+    start = time.monotonic()
+    (job,) = store.job_wait_claim(worker_claim(now=T0 + 1), timeout=10.0)
+    assert time.monotonic() - start < 5.0
+    assert (job.id, job.state, job.worker_id, job.attempts) == (job_id, JobState.RUNNING, "w1", 1)
+    assert store.job_get(job_id) == job
+
+
+def test_wait_claim_returns_nothing_after_about_its_timeout(store: Store) -> None:
+    add(store, queue="elsewhere")
+    start = time.monotonic()
+    assert store.job_wait_claim(worker_claim(), timeout=0.2) == []
+    assert 0.1 <= time.monotonic() - start < 2.0
+
+
+def test_wait_claim_claims_what_another_store_object_schedules(
+    store: Store, open_same_store: Callable[[], Store]
+) -> None:
+    if not store.capabilities.notify:
+        pytest.skip("without the notify capability job_wait may sleep out its timeout")
+    other = open_same_store()
+    got: list[list[int]] = []
+    waiter = threading.Thread(
+        target=lambda: got.append([j.id for j in store.job_wait_claim(worker_claim(), 10.0)])
+    )
+    start = time.monotonic()
+    waiter.start()
+    time.sleep(0.1)
+    assert not got, "job_wait_claim returned before anything happened"
+    [result] = other.job_schedule([spec()])
+    waiter.join(10.0)
+    assert got == [[result.job_id]] and time.monotonic() - start < 5.0
+    running = other.job_get(result.job_id)
+    assert running is not None and (running.state, running.worker_id) == (JobState.RUNNING, "w1")
+    assert store.job_wait_claim(worker_claim(), timeout=0.05) == []
+
+
+def test_wait_claim_takes_no_job_of_a_key_at_its_cap(store: Store) -> None:
+    store.limit_set("k", Limits(max_running=1))
+    first, second = (
+        r.job_id for r in store.job_schedule([spec(limit_key="k"), spec(limit_key="k")])
+    )
+    (running,) = store.job_claim(worker_claim(limit=1))
+    assert running.id == first
+    assert store.job_wait_claim(worker_claim(), timeout=0.2) == []
+    assert complete(store, running.lease, now=store.now())
+    assert [j.id for j in store.job_wait_claim(worker_claim(), timeout=5.0)] == [second]

@@ -37,6 +37,7 @@ from crawlq.stores.base import (
 from tests import servers
 
 redis = pytest.importorskip("redis")
+from crawlq.stores.redis import keys  # noqa: E402  (needs redis)
 from crawlq.stores.redis.lua import FUNCTIONS, LIBRARY, SCRIPTS  # noqa: E402  (needs redis)
 from crawlq.stores.redis.store import RedisStore  # noqa: E402
 
@@ -381,6 +382,31 @@ def test_without_functions_the_same_scripts_go_by_evalsha(
     _round_trip(store, 5)
     assert _calls(client, "evalsha") >= evalsha + 6
     assert _calls(client, "fcall") == fcall
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("option", "command"), [("functions=1", "fcall"), ("functions=0", "evalsha")]
+)
+def test_a_turn_is_one_script_call(
+    server: servers.PrivateRedis, prefix: str, option: str, command: str
+) -> None:
+    """``job_complete_claim``: the completions with their children, then the claim that
+    sees them, in one call of job_complete_claim.lua (its parts inlined, ``lua.py``)."""
+    client = redis.Redis.from_url(server.url)
+    store = open_on(server.url, prefix, option)
+    store.job_schedule([spec(), spec()])
+    (job,) = store.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=1))
+    child = spec(args=["child"], priority=9)
+    params = ClaimParams(queues=["q"], worker_id="w", limit=2)
+    answers, jobs = store.job_complete_claim(
+        [Completion(lease=job.lease, children=[child])], params
+    )
+    assert answers == [True] and [j.args for j in jobs] == [["child"], []]
+    calls = _calls(client, command)  # the script is loaded now (EVALSHA: NOSCRIPT first)
+    stale, more = store.job_complete_claim([Completion(lease=job.lease)], params)
+    assert (stale, more) == ([False], [])
+    assert _calls(client, command) == calls + 1
     store.close()
 
 
@@ -740,4 +766,106 @@ def test_resuming_a_crawl_wakes_the_wait(server: servers.PrivateRedis, prefix: s
     thread.join(5)
     assert returned and returned[0] - sent < 0.1
     waiting.close()
+    other.close()
+
+
+# -- a worker's wait: the wake list and the claim behind it (job_wait_claim) -------------
+
+
+def _waiting(store: Store, timeout: float) -> tuple[threading.Thread, list[list[Any]]]:
+    """Start ``store.job_wait_claim`` for worker "w" in a thread, once it blocks; the list
+    gets what it returned (or the error it raised)."""
+    got: list[list[Any]] = []
+
+    def wait() -> None:
+        params = ClaimParams(queues=["other", "q"], worker_id="w", limit=4)
+        try:
+            got.append(store.job_wait_claim(params, timeout))
+        except crawlq.StoreError as exc:
+            got.append([exc])
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    time.sleep(0.2)
+    assert got == [], "nothing was due: the wait must not return early"
+    return thread, got
+
+
+@pytest.mark.parametrize(
+    ("option", "command", "calls"), [("functions=1", "fcall", 2), ("functions=0", "evalsha", 1)]
+)
+def test_a_wake_up_brings_its_job_claimed_in_the_same_round_trip(
+    server: servers.PrivateRedis, prefix: str, option: str, command: str, calls: int
+) -> None:
+    """The waiter's scripts after it blocks: only job_wait_end.lua, behind the pop (and,
+    with functions, the other store's schedule): no claim of its own, no pub/sub."""
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    store, other = open_on(server.url, prefix, option), open_on(server.url, prefix)
+    waiters = keys.key("waiters", prefix, queue="q")
+    params = ClaimParams(queues=["q"], worker_id="w", limit=4)
+    assert store.job_wait_claim(params, 0.05) == []  # the scripts are loaded now
+    thread, got = _waiting(store, 10.0)
+    assert client.zrange(waiters, 0, -1) == ["w"]
+    before = _calls(client, command), _calls(client, "subscribe")
+    [result] = other.job_schedule([spec()])
+    thread.join(5.0)
+    assert [[j.id for j in jobs] for jobs in got] == [[result.job_id]]
+    assert (_calls(client, command), _calls(client, "subscribe")) == (before[0] + calls, before[1])
+    assert client.zrange(waiters, 0, -1) == [], "the claim behind the pop deregistered it"
+    assert not client.exists(keys.key("wait_list", prefix, worker="w"))
+    store.close()
+    other.close()
+
+
+def test_a_waiter_that_went_away_leases_nothing(server: servers.PrivateRedis, prefix: str) -> None:
+    """The claim pipelined behind the pop dies with the worker's connection: a job that
+    becomes pending after that stays pending, for any worker to claim."""
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    store, other = open_on(server.url, prefix), open_on(server.url, prefix)
+    thread, got = _waiting(store, 10.0)
+    (blocked,) = [c for c in client.client_list() if c["cmd"] == "blpop"]
+    client.client_kill_filter(_id=blocked["id"])
+    thread.join(5.0)
+    assert len(got) == 1 and isinstance(got[0][0], crawlq.StoreUnavailable)
+    [result] = other.job_schedule([spec()])
+    job = other.job_get(result.job_id)
+    assert job is not None and job.state is JobState.PENDING
+    wake_list = keys.key("wait_list", prefix, worker="w")
+    assert 0 < client.pttl(wake_list) <= 60_000, "an unread wake list expires"
+    assert [j.id for j in other.job_claim(ClaimParams(queues=["q"], worker_id="x"))] == [
+        result.job_id
+    ]
+    store.close()
+    other.close()
+
+
+def test_a_registration_that_ran_out_gets_no_wake_up(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    store = open_on(server.url, prefix)
+    waiters = keys.key("waiters", prefix, queue="q")
+    client.zadd(waiters, {"gone": 1.0})  # ran out long ago
+    store.job_schedule([spec()])
+    assert client.zrange(waiters, 0, -1) == []
+    assert not client.exists(keys.key("wait_list", prefix, worker="gone"))
+    store.close()
+
+
+def test_without_fractional_blpop_a_wait_subscribes_then_claims(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    """Redis 5 (BLPOP takes whole seconds): the gate's default, job_wait then a claim."""
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    store, other = open_on(server.url, prefix), open_on(server.url, prefix)
+    assert isinstance(store, RedisStore)
+    store._hand_off = False
+    blpops = _calls(client, "blpop")
+    thread, got = _waiting(store, 10.0)
+    [result] = other.job_schedule([spec()])
+    thread.join(5.0)
+    assert [[j.id for j in jobs] for jobs in got] == [[result.job_id]]
+    assert _calls(client, "blpop") == blpops
+    assert client.zrange(keys.key("waiters", prefix, queue="q"), 0, -1) == []
+    store.close()
     other.close()

@@ -446,6 +446,27 @@ def test_idle_worker_starts_a_new_job_quickly(app: App) -> None:
     thread.join(10)
 
 
+def test_a_job_the_wait_claims_after_a_stop_is_released_not_started(app: App) -> None:
+    """The wait ends in a claim (``job_wait_claim``): if the worker was told to stop while
+    it waited, what that claim took goes back at once, its attempt not used."""
+    ran: list[int] = []
+
+    @app.task(name="late")
+    def late(ctx: JobContext) -> None:
+        ran.append(ctx.job.id)
+
+    worker = Worker(app, WorkerSettings(poll_timeout=5, shutdown_grace=5))
+    thread = run_in_thread(worker)
+    time.sleep(0.2)  # the worker is now waiting on the store
+    worker.stop()
+    job_id = late.schedule().job_id  # ends the wait, whose claim takes it
+    thread.join(10)
+    assert not thread.is_alive() and ran == []
+    released = job(app, job_id)
+    assert (released.state, released.attempts) == (JobState.PENDING, 0)
+    assert (worker.counters.claimed, worker.counters.released) == (1, 1)
+
+
 def test_a_job_that_ends_while_the_loop_waits_on_the_store_is_recorded_at_once(
     app: App,
 ) -> None:

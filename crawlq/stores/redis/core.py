@@ -115,6 +115,8 @@ class RedisCore:
     _prefix: str
     _client: redis.Redis
     _lua: LuaRunner
+    _hand_off: bool
+    """Waits hand jobs over with the wake-up (``waiting.py``; Redis 6 and later)."""
     _local: threading.local
     _pubsubs: list[PubSub]
     _pubsubs_lock: threading.Lock

@@ -42,16 +42,21 @@ class RedisJobs(RedisCore, JobGate):
         return self._per_item("heartbeating leases", "job_heartbeat", now, items)
 
     def _job_complete(self, completions: Sequence[Completion], now: Timestamp | None) -> list[bool]:
-        rows = [
-            [
-                str(c.lease.job_id),
-                c.lease.token,
-                dumps(c.result),
-                [spec_row(child) for child in c.children],
-            ]
-            for c in completions
+        return self._per_item("completing jobs", "job_complete", now, [_rows(completions)])
+
+    def _job_complete_claim(
+        self, completions: Sequence[Completion], params: ClaimParams
+    ) -> tuple[list[bool], list[Job]]:
+        """One script: job_complete.lua, then job_claim.lua (job_complete_claim.lua)."""
+        args = [
+            now_arg(params.now),
+            _rows(completions),
+            params.worker_id,
+            str(params.limit),
+            *params.queues,
         ]
-        return self._per_item("completing jobs", "job_complete", now, [dumps(rows)])
+        answers, claimed = self._run("completing and claiming jobs", "job_complete_claim", args)
+        return [bool(ok) for ok in answers], jobs_from_reply(claimed)
 
     def _job_fail(self, failures: Sequence[Failure], now: Timestamp | None) -> list[bool]:
         items = [
@@ -87,3 +92,18 @@ class RedisJobs(RedisCore, JobGate):
         when = "" if run_at is None else number(run_at)
         args = [now_arg(now), when, *(str(operator.index(i)) for i in ids)]
         return [int(job_id) for job_id in self._run("rescheduling jobs", "job_reschedule", args)]
+
+
+def _rows(completions: Sequence[Completion]) -> str:
+    """The completions as job_complete.lua reads them: one JSON list."""
+    return dumps(
+        [
+            [
+                str(c.lease.job_id),
+                c.lease.token,
+                dumps(c.result),
+                [spec_row(child) for child in c.children],
+            ]
+            for c in completions
+        ]
+    )

@@ -34,6 +34,12 @@ Key layout::
     {p}:q:{queue}:cancelled   zset    cancelled job ids, score = finished_at
     {p}:wake:{queue}          channel published when jobs of the queue become pending;
                                       the message is the earliest run_at among them
+    {p}:q:{queue}:waiters     zset    workers blocked on their wake list for jobs of the
+                                      queue (job_wait_begin.lua), score = when their
+                                      registration runs out (Redis TIME)
+    {p}:wwake:{worker}        list    a waiting worker's wake-ups: the earliest run_at of
+                                      jobs that became pending in its queues; it BLPOPs
+                                      it, and it expires a minute after the last push
     {p}:fwait:{id}            string  someone waits for the job to finish: the end of the
                                       wait (store seconds); expires a minute after it
     {p}:fdone:{id}            channel published (message: the state) when a job marked
@@ -135,6 +141,8 @@ TEMPLATES: dict[str, str] = {
     "counts": "{p}:q:{queue}:counts",
     "finished": "{p}:q:{queue}:{state}",
     "wake": "{p}:wake:{queue}",
+    "waiters": "{p}:q:{queue}:waiters",
+    "wait_list": "{p}:wwake:{worker}",
     "finish_wait": "{p}:fwait:{id}",
     "finish_channel": "{p}:fdone:{id}",
     "workers": "{p}:workers",

@@ -17,11 +17,16 @@ it connects:
 
 Either way a script's body runs after ``begin(ARGV)`` (the end of the prelude), which
 hands the helpers the call's arguments and fresh per-call tables.
+
+A script whose header names others (``-- Parts: job_complete job_claim``) runs them in
+one call: the body of each part comes before its own, as a local function of the part's
+ARGV that starts with ``begin`` (``_with_parts``), so a part's body is written once.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from importlib import resources
 from typing import Any
@@ -45,7 +50,22 @@ def _read_sources() -> tuple[str, dict[str, str]]:
         for f in sorted(folder.iterdir(), key=lambda f: f.name)
         if f.name.endswith(".lua") and f.name != "prelude.lua"
     }
-    return head, bodies
+    return head, {name: _with_parts(body, bodies) for name, body in bodies.items()}
+
+
+_PARTS = re.compile(r"^-- Parts:\s+(.+)$", re.MULTILINE)
+
+
+def _with_parts(body: str, bodies: dict[str, str]) -> str:
+    """``body`` after a local function per part its header names (none: as it is)."""
+    named = _PARTS.search(body)
+    if named is None:
+        return body
+    parts = "".join(
+        f"local function {part}(ARGV)\nbegin(ARGV)\n{bodies[part]}\nend\n"
+        for part in named.group(1).split()
+    )
+    return parts + body
 
 
 HEAD, BODIES = _read_sources()
@@ -77,15 +97,14 @@ FUNCTIONS = {name: f"{LIBRARY}_{name}" for name in BODIES}
 """Each script's function name in the library."""
 
 
-def uses_functions(client: redis.Redis) -> bool:
-    """Whether the server has Redis Functions (``INFO server``'s ``redis_version``); a
-    server that refuses ``INFO`` gets the scripts."""
+def server_version(client: redis.Redis) -> tuple[int, ...]:
+    """The server's version (``INFO server``'s ``redis_version``), major and minor; (0, 0)
+    for a server that refuses ``INFO``."""
     try:
         version = str(client.info("server").get("redis_version", "0"))
     except redis.ResponseError:
-        return False
-    parts = tuple(int(p) if p.isdigit() else 0 for p in version.split(".")[:2])
-    return parts >= FUNCTIONS_SINCE
+        return (0, 0)
+    return tuple(int(p) if p.isdigit() else 0 for p in [*version.split("."), "0"][:2])
 
 
 class LuaRunner:
@@ -111,3 +130,25 @@ class LuaRunner:
                 raise
         self._client.function_load(LIBRARY_SOURCE, replace=True)
         return self._client.fcall(FUNCTIONS[script], 0, *args)
+
+    def after_pop(
+        self, wake_list: str, timeout: float, script: str, args: Sequence[str | bytes]
+    ) -> Any:
+        """``BLPOP wake_list timeout`` and the script pipelined behind it: the server runs
+        the script as soon as the pop returns, so its reply comes back with the pop's,
+        in one round trip. Returns the script's reply; what the pop returned does not
+        matter (a wake-up, the timeout, or an error: the script runs either way). A
+        script the server does not have did not run: it is loaded and run now."""
+        pipe = self._client.pipeline(transaction=False)
+        pipe.blpop([wake_list], timeout=timeout)
+        if self.functions:
+            pipe.fcall(FUNCTIONS[script], 0, *args)
+        else:
+            pipe.evalsha(self.scripts[script].sha, 0, *args)
+        _popped, reply = pipe.execute(raise_on_error=False)
+        if isinstance(reply, redis.ResponseError):
+            missing = "function not found" in str(reply).lower()
+            if missing or isinstance(reply, redis.exceptions.NoScriptError):
+                return self(script, args)
+            raise reply
+        return reply

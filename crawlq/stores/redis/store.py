@@ -41,11 +41,11 @@ from crawlq.stores.redis.crawl_delete import CrawlDeleteMixin
 from crawlq.stores.redis.crawls import RedisCrawls
 from crawlq.stores.redis.finished import wait_finished
 from crawlq.stores.redis.jobs import RedisJobs
-from crawlq.stores.redis.lua import SCRIPTS, LuaRunner, uses_functions
+from crawlq.stores.redis.lua import FUNCTIONS_SINCE, SCRIPTS, LuaRunner, server_version
 from crawlq.stores.redis.periodic import RedisPeriodic
 from crawlq.stores.redis.queues import RedisQueues
 from crawlq.stores.redis.storage import RedisStorage
-from crawlq.stores.redis.waiting import RedisWaiting
+from crawlq.stores.redis.waiting import HAND_OFF_SINCE, RedisWaiting
 from crawlq.stores.redis.workers import RedisWorkers
 
 logger = logging.getLogger("crawlq.stores.redis")
@@ -92,8 +92,11 @@ class RedisStore(
             raise ConfigurationError(f"bad Redis URL {settings.url!r}: {exc}") from exc
         try:
             with translate("checking the server's settings"):
-                functions = settings.functions and uses_functions(self._client)
-                self._lua = LuaRunner(self._client, functions)
+                version = server_version(self._client)
+                self._lua = LuaRunner(
+                    self._client, settings.functions and version >= FUNCTIONS_SINCE
+                )
+                self._hand_off = version >= HAND_OFF_SINCE
                 self._check_server()
         except BaseException:
             self._client.close()

@@ -1,5 +1,11 @@
-"""The Redis store's wait for work: subscribe to the queues' wake-up channels, then
-look for due jobs, then listen until the next one is due.
+"""The Redis store's waits for work.
+
+- ``job_wait``: subscribe to the queues' wake-up channels, then look for due jobs, then
+  listen until the next one is due.
+- ``job_wait_claim`` (a worker's wait): register as a waiter of the queues and read the
+  first due time (``job_wait_begin.lua``), then block on the worker's own wake list with
+  the claim pipelined behind (``job_wait_end.lua``, ``LuaRunner.after_pop``): a job that
+  becomes pending wakes the worker and is claimed for it in one round trip.
 """
 
 from __future__ import annotations
@@ -11,15 +17,46 @@ import redis
 from redis.client import PubSub
 
 from crawlq.exceptions import StoreError, StoreUnavailable
-from crawlq.stores.base import WaitParams
+from crawlq.jobs import Job
+from crawlq.stores.base import ClaimParams, WaitParams
+from crawlq.stores.codec import jobs_from_reply
+from crawlq.stores.gate import JobGate
 from crawlq.stores.redis import keys
-from crawlq.stores.redis.core import RedisCore, translate
+from crawlq.stores.redis.core import RedisCore, now_arg, number, translate
 
 SUBSCRIBE_TIMEOUT = 5.0
+HAND_OFF_SINCE = (6, 0)
+"""The first Redis version whose BLPOP takes a timeout in fractions of a second."""
+REGISTRATION_GRACE = 1.0
+"""Seconds a waiter stays registered beyond its wait, so that the registration outlasts
+the BLPOP, which starts a round trip after it (the claim behind the pop deregisters)."""
+SHORTEST_BLOCK = 0.001
+"""A wait shorter than this (a job is due now) claims without blocking."""
 
 
-class RedisWaiting(RedisCore):
-    """``job_wait``: pub/sub wake-ups, one connection per waiting thread."""
+class RedisWaiting(RedisCore, JobGate):
+    """``job_wait``: pub/sub wake-ups, one connection per waiting thread;
+    ``job_wait_claim``: wake lists, the claim in the wake-up's round trip."""
+
+    def _job_wait_claim(self, params: ClaimParams, timeout: float) -> list[Job]:
+        """Register, then BLPOP the wake list with the claim pipelined behind it. On
+        Redis 5 (BLPOP takes whole seconds) and on a server that refuses ``INFO``: the
+        gate's default (``job_wait``, then a claim)."""
+        if not self._hand_off:
+            return super()._job_wait_claim(params, timeout)
+        # the reply must come back before the socket gives up on it
+        timeout = max(0.0, min(timeout, self.settings.socket_timeout / 2))
+        claim = [now_arg(params.now), params.worker_id, str(params.limit), *params.queues]
+        args = [params.worker_id, number(timeout + REGISTRATION_GRACE), *params.queues]
+        first, now = self._run("waiting for jobs", "job_wait_begin", ["", *args])
+        if first:
+            timeout = max(0.0, min(timeout, float(first) - float(now)))
+        if timeout < SHORTEST_BLOCK:
+            return jobs_from_reply(self._run("claiming jobs", "job_wait_end", claim))
+        wake_list = keys.key("wait_list", self._prefix, worker=params.worker_id)
+        with translate("waiting for jobs"):
+            reply = self._lua.after_pop(wake_list, timeout, "job_wait_end", [self._prefix, *claim])
+        return jobs_from_reply(reply)
 
     def job_wait(self, params: WaitParams) -> None:
         """Subscribe to the queues' wake-up channels, then return at once if a job is

@@ -982,9 +982,31 @@ local function crawl_finish(now)
   CRAWL_TOUCHED = {}
 end
 
+-- The workers waiting for jobs of the queue (job_wait_begin.lua) get run_at pushed
+-- onto their wake lists; registrations that ran out are dropped instead. A queue
+-- nobody waits for costs one ZRANGE.
+local WAKE_LIST_MS = 60000
+local function wake_waiters(queue, run_at)
+  local waiters = K.waiters(queue)
+  local found = redis.call('ZRANGE', waiters, 0, -1, 'WITHSCORES')
+  if #found == 0 then
+    return
+  end
+  local now = clock('')
+  for i = 1, #found, 2 do
+    if tonumber(found[i + 1]) > now then
+      local list = K.wait_list(found[i])
+      redis.call('RPUSH', list, fmt(run_at))
+      redis.call('PEXPIRE', list, WAKE_LIST_MS)
+    end
+  end
+  redis.call('ZREMRANGEBYSCORE', waiters, '-inf', fmt(now))
+end
+
 -- Every script that changes jobs ends with commit(now): it writes the crawl counters
--- (finishing crawls), then the count changes, and publishes one wake-up per queue that
--- got a pending job, saying when it is due.
+-- (finishing crawls), then the count changes, and announces one wake-up per queue that
+-- got a pending job, saying when it is due: published (job_wait) and pushed to the
+-- queue's waiters (wake_waiters).
 local function commit(now)
   crawl_finish(now)
   limit_flush()
@@ -998,6 +1020,7 @@ local function commit(now)
   end
   for queue, run_at in pairs(WAKE) do
     redis.call('PUBLISH', K.wake(queue), fmt(run_at))
+    wake_waiters(queue, run_at)
   end
 end
 
