@@ -18,6 +18,8 @@ The rules of the pinned httpcore pool it replaces hold here:
   ``max_connections`` requests are in flight at once (the next one waits);
 * a connect takes at most ``connect_timeout`` seconds; every other bound is the
   fetcher's deadline around the whole fetch;
+* the debug log has each connect (address, port) and each response's status line,
+  never a header (credentials travel in headers);
 * errors are httpx's: ``ConnectError``/``ConnectTimeout`` (with the OS error as cause),
   ``ReadError``/``WriteError``, ``RemoteProtocolError``.
 
@@ -29,6 +31,7 @@ closes it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -38,6 +41,8 @@ import httpcore
 import httpx
 
 __all__ = ["DirectPool", "open_stream"]
+
+logger = logging.getLogger(__name__)
 
 _READ = 64 * 1024
 _MAX_HEAD = 100 * 1024  # the largest response head h11 accepts (httpcore's figure)
@@ -172,6 +177,13 @@ class DirectPool:
                 connection.close()
             self._done()
             raise
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "%s %s://%s:%d%s: HTTP/%s %d", request.method.decode(), *(
+                    part.decode("ascii", "replace") for part in origin[:2]
+                ), origin[2], url.target.decode("ascii", "replace"),
+                event.http_version.decode(), event.status_code,
+            )  # fmt: skip
         return httpcore.Response(
             event.status_code,
             headers=event.headers.raw_items(),
@@ -254,6 +266,8 @@ class DirectPool:
                 failure = httpx.ConnectError(str(exc) or type(exc).__name__)
                 failure.__cause__ = exc
             else:
+                if logger.isEnabledFor(logging.DEBUG):
+                    logger.debug("connected to %s port %d (%s)", address, port, host)
                 return _Connection(origin, reader, writer)
         assert failure is not None
         raise failure
