@@ -98,6 +98,8 @@ class _Connection:
                 data = await self.reader.read(_READ)
             except OSError as exc:
                 raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
+            if not data and protocol.their_state is h11.SEND_RESPONSE:
+                raise httpx.RemoteProtocolError("server disconnected without sending a response")
             try:
                 protocol.receive_data(data)
             except h11.RemoteProtocolError as exc:
