@@ -426,10 +426,10 @@ class _PoolTransport(httpx.AsyncBaseTransport):
         self._pool = pool
 
     @classmethod
-    def pinned(cls, settings: FetchSettings) -> _PoolTransport:
+    def pinned(cls, settings: FetchSettings, ssl_context: ssl.SSLContext) -> _PoolTransport:
         return cls(
             httpcore.AsyncConnectionPool(
-                ssl_context=httpx.create_ssl_context(),
+                ssl_context=ssl_context,
                 max_connections=settings.max_connections,
                 max_keepalive_connections=settings.max_keepalive_connections,
                 keepalive_expiry=5.0,
@@ -622,13 +622,14 @@ class Fetcher:
     def __init__(self, settings: FetchSettings | None = None) -> None:
         self.settings = settings or FetchSettings()
         encodings = "gzip, deflate, br" if _BROTLI_BOUNDED else "gzip, deflate"
-        self._transport = _PoolTransport.pinned(self.settings)
+        tls = httpx.create_ssl_context()  # loads the CA certificates: once per fetcher
+        self._transport = _PoolTransport.pinned(self.settings, tls)
         # Direct HTTP/1.1 requests skip httpcore (crawler.http11): fewer layers per page.
         self._direct: DirectPool | None = None
         if not self.settings.http2:
             self._direct = DirectPool(
                 addresses=_pinned,
-                ssl_context=httpx.create_ssl_context(),
+                ssl_context=tls,
                 max_connections=self.settings.max_connections,
                 max_keepalive=self.settings.max_keepalive_connections,
                 connect_timeout=self.settings.connect_timeout,
