@@ -13,8 +13,8 @@ The rules of the pinned httpcore pool it replaces hold here:
   is a refusal, so a connection never falls back to DNS;
 * TLS uses the given context, with the URL host as SNI and certificate name;
 * keep-alive connections are kept per origin (scheme, host, port), at most
-  ``max_keepalive`` of them in all, each for ``keepalive_expiry`` seconds, and one that
-  the server closed (readable while idle) is dropped before reuse; at most
+  ``max_keepalive`` of them in all (the one idle the longest goes first), each for
+  ``keepalive_expiry`` seconds, and one that the server closed is dropped before reuse; at most
   ``max_connections`` requests are in flight at once (the next one waits);
 * a connect takes at most ``connect_timeout`` seconds; every other bound is the
   fetcher's deadline around the whole fetch;
@@ -221,24 +221,34 @@ class DirectPool:
     def _idle_connection(self, origin: Origin) -> _Connection | None:
         """A kept connection to ``origin`` that is still open, if any."""
         idle = self._idle.get(origin)
+        if idle is None:
+            return None
         now = time.monotonic()
-        while idle:
-            connection = idle.pop()
+        found = None
+        while idle and found is None:
+            connection = idle.pop()  # the one used last
             self._idle_count -= 1
             if now - connection.idle_since <= self._expiry and not connection.gone():
-                return connection
-            connection.close()
-        return None
+                found = connection
+            else:
+                connection.close()
+        if not idle:
+            del self._idle[origin]
+        return found
 
     def _make_room(self) -> None:
         """Close kept connections (the oldest first) while a new one would make more than
         ``max_connections`` open in all."""
         while self._idle_count and self._busy + self._idle_count > self._max_connections:
-            oldest = min(
-                (kept for kept in self._idle.values() if kept), key=lambda kept: kept[0].idle_since
-            )
-            oldest.pop(0).close()
-            self._idle_count -= 1
+            self._drop_oldest()
+
+    def _drop_oldest(self) -> None:
+        """Close the kept connection that has been idle the longest."""
+        origin, kept = min(self._idle.items(), key=lambda item: item[1][0].idle_since)
+        kept.pop(0).close()
+        self._idle_count -= 1
+        if not kept:
+            del self._idle[origin]
 
     def _done(self) -> None:
         self._busy -= 1
@@ -276,17 +286,20 @@ class DirectPool:
 
     def release(self, connection: _Connection) -> None:
         """The end of a response: keep its connection for the next request to its origin
-        when the exchange ended cleanly and there is room, else close it."""
+        when the exchange ended cleanly (the connection idle the longest makes room for
+        it when ``max_keepalive`` are kept), else close it."""
         self._done()
         protocol = connection.protocol
         if (
             self._closed
             or protocol.our_state is not h11.DONE
             or protocol.their_state is not h11.DONE
-            or self._idle_count >= self._max_keepalive
+            or self._max_keepalive == 0
         ):
             connection.close()
             return
+        while self._idle_count >= self._max_keepalive:
+            self._drop_oldest()
         protocol.start_next_cycle()
         connection.idle_since = time.monotonic()
         self._idle.setdefault(connection.origin, []).append(connection)

@@ -121,3 +121,24 @@ def test_max_connections_caps_the_connections_open_at_once() -> None:
     assert all(r.error is None and r.body == BODY for r in results)
     assert site.requests == 8
     assert site.most_open == 2
+
+
+def test_a_full_keep_alive_pool_drops_its_oldest_connection() -> None:
+    """With room for one kept connection, the host fetched last keeps its connection:
+    the other host's, idle longer, is closed for it."""
+    first, second = Site(), Site()
+
+    async def work() -> list[FetchResult]:
+        servers = [await asyncio.start_server(s.handle, "127.0.0.1", 0) for s in (first, second)]
+        a, b = (f"http://127.0.0.1:{s.sockets[0].getsockname()[1]}" for s in servers)
+        settings = FetchSettings(policy=OPEN, max_keepalive_connections=1)
+        try:
+            async with Fetcher(settings) as fetcher:
+                return [await fetcher.fetch(url) for url in (a + "/1", b + "/1", b + "/2")]
+        finally:
+            for server in servers:
+                server.close()
+
+    results = asyncio.run(work())
+    assert [r.error for r in results] == [None] * 3
+    assert (first.connections, second.connections) == (1, 1)
