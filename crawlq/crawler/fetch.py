@@ -63,7 +63,6 @@ import asyncio
 import contextlib
 import http
 import importlib.util
-import select
 import socket
 import ssl
 import time
@@ -86,7 +85,7 @@ from crawlq.crawler.addresses import (
     parse_host,
     resolve_checked,
 )
-from crawlq.crawler.http11 import DirectPool
+from crawlq.crawler.http11 import DirectPool, readable
 from crawlq.crawler.proxies import (
     Proxy,
     RestrictedBackend,
@@ -332,21 +331,8 @@ class _Stream(httpcore.AsyncNetworkStream):
 
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":
-            return _readable(self._socket)
+            return readable(self._socket)
         return self._inner.get_extra_info(info)
-
-
-def _readable(sock: socket.socket | None) -> bool:
-    """Whether ``sock`` has data or EOF waiting (or is gone): the check httpcore makes
-    before it reuses an idle connection (``httpcore._utils.is_socket_readable``)."""
-    fd = -1 if sock is None else sock.fileno()
-    if fd < 0:
-        return True
-    if not hasattr(select, "poll"):  # Windows
-        return bool(select.select([fd], [], [], 0)[0])
-    poll = select.poll()
-    poll.register(fd, select.POLLIN)
-    return bool(poll.poll(0))
 
 
 _ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import select
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -40,7 +42,7 @@ import h11
 import httpcore
 import httpx
 
-__all__ = ["DirectPool", "open_stream"]
+__all__ = ["DirectPool", "open_stream", "readable"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +63,22 @@ async def open_stream(
     )
 
 
+def readable(sock: socket.socket | None) -> bool:
+    """Whether ``sock`` has data or EOF waiting (or is gone): an idle keep-alive
+    connection that is readable was closed by the server (or broke the protocol). The
+    check httpcore makes before it reuses a connection (``is_socket_readable``)."""
+    fd = -1 if sock is None else sock.fileno()
+    if fd < 0:
+        return True
+    if not hasattr(select, "poll"):  # Windows
+        return bool(select.select([fd], [], [], 0)[0])
+    poll = select.poll()
+    poll.register(fd, select.POLLIN)
+    return bool(poll.poll(0))
+
+
 class _Connection:
-    __slots__ = ("idle_since", "origin", "protocol", "reader", "writer")
+    __slots__ = ("idle_since", "origin", "protocol", "reader", "socket", "writer")
 
     def __init__(
         self, origin: Origin, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -70,6 +86,7 @@ class _Connection:
         self.origin = origin
         self.reader = reader
         self.writer = writer
+        self.socket: socket.socket | None = writer.get_extra_info("socket")
         self.protocol = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
         self.idle_since = 0.0
 
@@ -77,10 +94,12 @@ class _Connection:
         self.writer.close()
 
     def gone(self) -> bool:
-        """Whether the server closed this idle connection (the event loop reads every
-        connection all the time, so a close shows as EOF or an error on the reader)."""
+        """Whether the server closed this idle connection: EOF or an error the event loop
+        has seen, or data or EOF waiting on the socket that it has not read yet."""
         reader = self.reader
-        return reader.at_eof() or reader.exception() is not None or self.writer.is_closing()
+        if reader.at_eof() or reader.exception() is not None or self.writer.is_closing():
+            return True
+        return readable(self.socket)
 
     async def receive(self) -> h11.Event:
         """The next h11 event, reading from the socket as needed."""
