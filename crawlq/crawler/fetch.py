@@ -22,7 +22,10 @@ Rules, for the first request and for every redirect hop:
   (decoded) stop the read as soon as they are passed: a compression bomb costs at most
   the cap plus one step (256 KiB) of memory.
 
-Pinning: the connection goes to an address that was checked. httpx builds requests;
+Pinning: the connection goes to an address that was checked. httpx builds requests.
+A direct HTTP/1.1 request goes to ``crawler.http11.DirectPool`` (h11 over asyncio
+streams), which connects only to the addresses pinned below for its (host, port), with
+the same rules; a proxied request, or any with ``http2=True``, goes through httpcore:
 a small transport of our own (``_PinnedTransport``, written against the public httpcore
 API: ``AsyncConnectionPool(network_backend=...)``, no private httpx attributes) hands them
 to an httpcore pool whose network backend is ``_PinnedBackend``. Its ``connect_tcp``
@@ -60,7 +63,6 @@ import asyncio
 import contextlib
 import http
 import importlib.util
-import select
 import socket
 import ssl
 import time
@@ -83,6 +85,7 @@ from crawlq.crawler.addresses import (
     parse_host,
     resolve_checked,
 )
+from crawlq.crawler.http11 import DirectPool, readable
 from crawlq.crawler.proxies import (
     Proxy,
     RestrictedBackend,
@@ -328,21 +331,8 @@ class _Stream(httpcore.AsyncNetworkStream):
 
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":
-            return _readable(self._socket)
+            return readable(self._socket)
         return self._inner.get_extra_info(info)
-
-
-def _readable(sock: socket.socket | None) -> bool:
-    """Whether ``sock`` has data or EOF waiting (or is gone): the check httpcore makes
-    before it reuses an idle connection (``httpcore._utils.is_socket_readable``)."""
-    fd = -1 if sock is None else sock.fileno()
-    if fd < 0:
-        return True
-    if not hasattr(select, "poll"):  # Windows
-        return bool(select.select([fd], [], [], 0)[0])
-    poll = select.poll()
-    poll.register(fd, select.POLLIN)
-    return bool(poll.poll(0))
 
 
 _ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
@@ -405,6 +395,15 @@ def _core_request(request: httpx.Request) -> httpcore.Request:
     )
 
 
+class _Sender(Protocol):
+    async def send(self, request: httpcore.Request) -> httpcore.Response: ...
+
+
+def _pinned(host: str, port: int) -> tuple[IPAddress, ...]:
+    """The checked addresses pinned for (host, port) in this context (none: refused)."""
+    return tuple(_PINS.get().get((host, port), ()))
+
+
 class _PoolTransport(httpx.AsyncBaseTransport):
     """httpx transport over an httpcore pool: the direct one (``_pinned``), whose network
     backend is ``_PinnedBackend``, or a proxy's (``proxies.proxy_pool``)."""
@@ -413,10 +412,10 @@ class _PoolTransport(httpx.AsyncBaseTransport):
         self._pool = pool
 
     @classmethod
-    def pinned(cls, settings: FetchSettings) -> _PoolTransport:
+    def pinned(cls, settings: FetchSettings, ssl_context: ssl.SSLContext) -> _PoolTransport:
         return cls(
             httpcore.AsyncConnectionPool(
-                ssl_context=httpx.create_ssl_context(),
+                ssl_context=ssl_context,
                 max_connections=settings.max_connections,
                 max_keepalive_connections=settings.max_keepalive_connections,
                 keepalive_expiry=5.0,
@@ -609,7 +608,18 @@ class Fetcher:
     def __init__(self, settings: FetchSettings | None = None) -> None:
         self.settings = settings or FetchSettings()
         encodings = "gzip, deflate, br" if _BROTLI_BOUNDED else "gzip, deflate"
-        self._transport = _PoolTransport.pinned(self.settings)
+        tls = httpx.create_ssl_context()  # loads the CA certificates: once per fetcher
+        self._transport = _PoolTransport.pinned(self.settings, tls)
+        # Direct HTTP/1.1 requests skip httpcore (crawler.http11): fewer layers per page.
+        self._direct: DirectPool | None = None
+        if not self.settings.http2:
+            self._direct = DirectPool(
+                addresses=_pinned,
+                ssl_context=tls,
+                max_connections=self.settings.max_connections,
+                max_keepalive=self.settings.max_keepalive_connections,
+                connect_timeout=self.settings.connect_timeout,
+            )
         self._proxy = None if self.settings.proxy is None else parse_proxy(self.settings.proxy)
         self._env_proxies: dict[str, Proxy] = {}
         self._no_proxy = ""
@@ -643,26 +653,28 @@ class Fetcher:
         traceback: TracebackType | None,
     ) -> None:
         await self._client.__aexit__(exc_type, exc, traceback)
-        await self._close_proxied()
+        await self._close_pools()
 
     async def aclose(self) -> None:
         """Close the connection pools."""
         await self._client.aclose()
-        await self._close_proxied()
+        await self._close_pools()
 
-    async def _close_proxied(self) -> None:
+    async def _close_pools(self) -> None:
+        if self._direct is not None:
+            await self._direct.aclose()
         proxied, self._proxied = list(self._proxied.values()), {}
         for transport in proxied:
             await transport.aclose()
 
-    def _route(self, url: httpx.URL) -> tuple[_PoolTransport, Proxy | None]:
+    def _route(self, url: httpx.URL) -> tuple[_Sender, Proxy | None]:
         """The transport for ``url``: through its proxy, if it has one, else direct."""
         proxy = self._proxy
         if proxy is None and self._env_proxies:
             if not bypassed(url.host, self._no_proxy):
                 proxy = self._env_proxies.get(url.scheme) or self._env_proxies.get("all")
         if proxy is None:
-            return self._transport, None
+            return self._direct or self._transport, None
         transport = self._proxied.get(proxy)
         if transport is None:
             transport = self._proxied[proxy] = _PoolTransport.through(proxy, self.settings)
@@ -801,9 +813,7 @@ class Fetcher:
             state.redirects.append(str(current))
             current = target
 
-    async def _request(
-        self, transport: _PoolTransport, url: httpx.URL, state: _State
-    ) -> str | None:
+    async def _request(self, transport: _Sender, url: httpx.URL, state: _State) -> str | None:
         """Send one GET; read the body into ``state``; the Location to follow, if any.
         The request is the client's (``build_request``: its headers, in its order), made
         once per origin and extra headers and kept; it goes to the transport's httpcore

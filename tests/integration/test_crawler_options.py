@@ -118,7 +118,7 @@ def test_each_worker_reads_the_credential_from_its_own_environment(
         _, log = worker.communicate(timeout=30)
     expected = "Basic " + base64.b64encode(f"ann:{SECRET}".encode()).decode()
     assert {r.headers.get("authorization") for r in site.log} == {expected}
-    assert "httpcore" in log, "the debug log was on, httpcore's too"
+    assert "crawlq.crawler.http11" in log, "the debug log was on, the HTTP client's too"
     assert SECRET not in log and expected not in log
 
 

@@ -28,6 +28,7 @@ TASKS = """
 NOT_FOR_PLAIN_JOBS = (
     "httpx",
     "httpcore",
+    "h11",
     "selectolax",
     "warcio",
     "w3lib",
@@ -37,6 +38,7 @@ NOT_FOR_PLAIN_JOBS = (
     "uvicorn",
     "crawlq.crawler.pages",
     "crawlq.crawler.fetch",
+    "crawlq.crawler.http11",
     "crawlq.cli.crawl",
     "crawlq.cli.web",
 )

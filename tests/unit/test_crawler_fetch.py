@@ -29,6 +29,7 @@ import httpx
 import pytest
 
 import crawlq
+from crawlq.crawler import http11
 from crawlq.crawler.addresses import AddressPolicy
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT, Fetcher, FetchResult, FetchSettings
 from crawlq.exceptions import ConfigurationError
@@ -197,15 +198,22 @@ def sentinel() -> Iterator[Sentinel]:
 
 @pytest.fixture
 def connects(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    """Every TCP connect the fetcher's network backend makes, as (address, port)."""
+    """Every TCP connect the fetcher makes, as (address, port): its direct HTTP/1.1
+    connections (``http11.open_stream``) and its httpcore pools' (proxies, HTTP/2)."""
     seen: list[tuple[str, int]] = []
     original = httpcore.AnyIOBackend.connect_tcp
+    direct = http11.open_stream
 
     async def spy(self: httpcore.AnyIOBackend, host: str, port: int, **kw: Any) -> Any:
         seen.append((host, port))
         return await original(self, host, port, **kw)
 
+    async def direct_spy(address: str, port: int, *args: Any) -> Any:
+        seen.append((address, port))
+        return await direct(address, port, *args)
+
     monkeypatch.setattr(httpcore.AnyIOBackend, "connect_tcp", spy)
+    monkeypatch.setattr(http11, "open_stream", direct_spy)
     return seen
 
 
