@@ -380,6 +380,35 @@ BEGIN
     IF keyed IS NULL THEN
         RETURN NULL;
     END IF;
+    -- A key's new front (crawlq_reconcile: waiting to scheduled or ready, nothing else
+    -- that counts changes): the state counts, the wake-up and a paused crawl's hold are
+    -- all it needs; the crawl and key counters, finish waits and follow-ups are untouched.
+    IF keyed AND NOT EXISTS (
+        SELECT FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+        WHERE NOT (o.state = 'waiting' AND n.state IN ('scheduled', 'ready')
+                   AND n.queue = o.queue AND n.limit_key IS NOT NULL
+                   AND n.limit_key = o.limit_key
+                   AND n.crawl_id IS NOT DISTINCT FROM o.crawl_id)) THEN
+        INSERT INTO crawlq_count_deltas (queue, state, n)
+        SELECT queue, state, count(*) FROM new_rows GROUP BY queue, state
+        UNION ALL
+        SELECT queue, 'waiting', -count(*) FROM new_rows GROUP BY queue;
+        PERFORM pg_notify('crawlq_jobs', TG_TABLE_SCHEMA || ':' || queue)
+        FROM (SELECT DISTINCT queue FROM new_rows) AS woken;
+        -- Crawls locked as the general path locks them, so a pause that committed
+        -- meanwhile is seen.
+        PERFORM FROM crawlq_crawls
+        WHERE id IN (SELECT crawl_id FROM new_rows) ORDER BY id FOR UPDATE;
+        IF EXISTS (SELECT FROM crawlq_crawls
+                   WHERE state = 'paused' AND id IN (SELECT crawl_id FROM new_rows)) THEN
+            UPDATE crawlq_jobs AS j
+            SET state = 'held', run_at = coalesce(j.own_run_at, j.run_at), own_run_at = NULL
+            FROM new_rows AS n
+            JOIN crawlq_crawls AS c ON c.id = n.crawl_id
+            WHERE j.id = n.id AND c.state = 'paused';
+        END IF;
+        RETURN NULL;
+    END IF;
     -- Finish waits (0009's crawlq_jobs_finish_notify): NOTIFY '<schema>:<id>' for each
     -- registered job that became done, dead or cancelled.
     IF EXISTS (SELECT FROM crawlq_finish_waits) THEN

@@ -18,6 +18,7 @@ from store_helpers import (
     claim,
     claim_one,
     complete,
+    crawl_counts,
     fail,
     get,
     ids,
@@ -421,6 +422,19 @@ def test_stats_count_waiting_jobs_of_a_capped_key(store: Store) -> None:
     claim_one(store)
     s = stats_by_queue(store, T0)["q"]
     assert (s.due, s.scheduled, s.running, s.waiting, s.pending) == (0, 0, 1, 3, 3)
+
+
+def test_the_next_front_of_a_crawls_capped_key_counts_due_once_the_last_job_ends(
+    store: Store,
+) -> None:
+    store.limit_set("k", Limits(max_running=1), now=T0)
+    c = new_crawl(store, *(spec(limit_key="k", args=[i]) for i in range(3)))
+    job = claim_one(store)
+    assert complete(store, job.lease, now=T0 + 1)
+    s = stats_by_queue(store, T0 + 1)["q"]
+    assert (s.due, s.scheduled, s.running, s.waiting, s.pending) == (1, 0, 0, 1, 2)
+    assert crawl_counts(store, c.id) == (2, 0, 1, 0, 0)
+    assert claim_one(store, now=T0 + 1).args == [1]
 
 
 def test_job_next_due_reflects_a_fronts_gated_time(store: Store) -> None:
