@@ -9,7 +9,18 @@
 -- blocks new ones, readers too, until it commits) for the milliseconds that replacing two
 -- functions and dropping three triggers take.
 
--- The jobs' update trigger (0011's), with the finish notify and the totals first.
+-- And a key's new front costs its update trigger less.
+-- crawlq_reconcile promotes each key's next waiting job to scheduled or ready by an UPDATE
+-- that ran all of crawlq_jobs_updated again: the crawl counters (locked, summed to
+-- no change), the key counters, the finish waits, the follow-ups. A statement whose rows
+-- are all such promotions (waiting to scheduled or ready, same queue, crawl and limit
+-- key) now only appends its state counts (waiting -1, the new state +1: the counts stay
+-- exact), wakes its queues, locks its crawls and holds the fronts of a paused crawl, as
+-- the general path did for those rows. Every other statement takes the general path,
+-- after one more look at its changed rows when it has a crawl or a limit key.
+
+-- The jobs' update trigger (0011's), with the finish notify and the totals first, and
+-- the fast path of a key's new front.
 CREATE OR REPLACE FUNCTION crawlq_jobs_updated() RETURNS trigger
     LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
@@ -29,6 +40,35 @@ BEGIN
     INTO keyed, spawns
     FROM new_rows;
     IF keyed IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- A key's new front (crawlq_reconcile: waiting to scheduled or ready, nothing else
+    -- that counts changes): the state counts, the wake-up and a paused crawl's hold are
+    -- all it needs; the crawl and key counters, finish waits and follow-ups are untouched.
+    IF keyed AND NOT EXISTS (
+        SELECT FROM new_rows AS n JOIN old_rows AS o ON o.id = n.id
+        WHERE NOT (o.state = 'waiting' AND n.state IN ('scheduled', 'ready')
+                   AND n.queue = o.queue AND n.limit_key IS NOT NULL
+                   AND n.limit_key = o.limit_key
+                   AND n.crawl_id IS NOT DISTINCT FROM o.crawl_id)) THEN
+        INSERT INTO crawlq_count_deltas (queue, state, n)
+        SELECT queue, state, count(*) FROM new_rows GROUP BY queue, state
+        UNION ALL
+        SELECT queue, 'waiting', -count(*) FROM new_rows GROUP BY queue;
+        PERFORM pg_notify('crawlq_jobs', TG_TABLE_SCHEMA || ':' || queue)
+        FROM (SELECT DISTINCT queue FROM new_rows) AS woken;
+        -- Crawls locked as the general path locks them, so a pause that committed
+        -- meanwhile is seen.
+        PERFORM FROM crawlq_crawls
+        WHERE id IN (SELECT crawl_id FROM new_rows) ORDER BY id FOR UPDATE;
+        IF EXISTS (SELECT FROM crawlq_crawls
+                   WHERE state = 'paused' AND id IN (SELECT crawl_id FROM new_rows)) THEN
+            UPDATE crawlq_jobs AS j
+            SET state = 'held', run_at = coalesce(j.own_run_at, j.run_at), own_run_at = NULL
+            FROM new_rows AS n
+            JOIN crawlq_crawls AS c ON c.id = n.crawl_id
+            WHERE j.id = n.id AND c.state = 'paused';
+        END IF;
         RETURN NULL;
     END IF;
     -- Finish waits (0009's crawlq_jobs_finish_notify): NOTIFY '<schema>:<id>' for each
