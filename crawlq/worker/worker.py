@@ -326,6 +326,11 @@ class Worker:
             return
         for job in jobs:
             self._runtime.submit(job)
+        if jobs:
+            # Let a slot just woken by the submit take the GIL now: else it waits until
+            # this loop's next store call blocks (measured: 0.3 ms at the median, several
+            # at p90 with other threads busy; docs/workers.md).
+            time.sleep(0)
 
     def _look_beyond_queues(self) -> None:
         """Idle: say once which queues this worker does not serve have due jobs (a
