@@ -326,11 +326,6 @@ class Worker:
             return
         for job in jobs:
             self._runtime.submit(job)
-        if jobs:
-            # Let a slot just woken by the submit take the GIL now: else it waits until
-            # this loop's next store call blocks (measured: 0.3 ms at the median, several
-            # at p90 with other threads busy; docs/workers.md).
-            time.sleep(0)
 
     def _look_beyond_queues(self) -> None:
         """Idle: say once which queues this worker does not serve have due jobs (a
@@ -379,6 +374,10 @@ class Worker:
             logger.warning("could not wait for jobs, retrying: %s", exc)
             self._away(lambda: self._stopping.wait(0.5))
         self._hold(jobs, start=not self._stopping.is_set())
+        if jobs:
+            # An idle worker's latency: let the slot the hand-off woke take the GIL now,
+            # not once the next turn's store call blocks (docs/workers.md).
+            time.sleep(0)
 
     def _away(self, wait: Callable[[], object]) -> None:
         """``wait()``, while which the acker's thread records the outcomes of jobs that
