@@ -374,6 +374,10 @@ class Worker:
             logger.warning("could not wait for jobs, retrying: %s", exc)
             self._away(lambda: self._stopping.wait(0.5))
         self._hold(jobs, start=not self._stopping.is_set())
+        if jobs:
+            # An idle worker's latency: let the slot the hand-off woke take the GIL now,
+            # not once the next turn's store call blocks (docs/workers.md).
+            time.sleep(0)
 
     def _away(self, wait: Callable[[], object]) -> None:
         """``wait()``, while which the acker's thread records the outcomes of jobs that
