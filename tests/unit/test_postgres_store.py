@@ -508,6 +508,7 @@ def test_concurrent_opens_migrate_once(open_pg: OpenPG, raw: Any) -> None:
         (9, "0009_finish_waits.sql"),
         (10, "0010_periodic.sql"),
         (11, "0011_crawl_path.sql"),
+        (12, "0012_job_triggers.sql"),
     ]
 
 
