@@ -160,7 +160,7 @@ def test_kill_one_process_mid_crawl_loses_nothing(run: Run, reference: set[str])
     before = run.callbacks()
     run.start(*slow)
     codes = run.wait()
-    assert codes[victim] == -signal.SIGKILL
+    assert codes[victim] == -signal.SIGKILL, run.log(victim)[-2000:]
     assert [c for i, c in enumerate(codes) if i != victim] == [0, 0]
     fetched = run.site.fetch_counts()
     assert set(fetched) == reference  # nothing lost

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sqlite3
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,6 +83,33 @@ def test_another_process_waits_for_the_lock_instead_of_failing(tmp_path: Path) -
     assert result.outcome is crawlq.Outcome.CREATED
     assert store.job_claim(ClaimParams(queues=["q"], worker_id="w"))[0].id == result.job_id
     store.close()
+
+
+def _open_at_once(path: str, barrier: Any, errors: Any) -> None:
+    barrier.wait()
+    try:
+        SQLiteStore(SQLiteSettings(path=path)).close()
+    except Exception as exc:
+        errors.put(repr(exc))
+
+
+def test_processes_opening_a_new_file_at_the_same_moment_all_open_it(tmp_path: Path) -> None:
+    # their switches to WAL collide, and SQLite fails them at once, busy handler or not
+    # (two `scrapy crawl` processes started together on a new file: one exited with 1)
+    context = multiprocessing.get_context("fork")
+    errors = context.Queue()
+    for round_ in range(30):
+        barrier = context.Barrier(3)
+        path = str(tmp_path / f"jobs-{round_}.db")
+        openers = [
+            context.Process(target=_open_at_once, args=(path, barrier, errors)) for _ in range(3)
+        ]
+        for opener in openers:
+            opener.start()
+        for opener in openers:
+            opener.join(60)
+        assert [o.exitcode for o in openers] == [0, 0, 0]
+    assert errors.empty(), errors.get()
 
 
 def test_a_file_that_is_not_a_database_is_named(tmp_path: Path) -> None:

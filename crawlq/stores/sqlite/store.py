@@ -114,9 +114,27 @@ class SQLiteStore(
         )
         conn.row_factory = sqlite3.Row
         add_functions(conn)
-        conn.execute("PRAGMA journal_mode = WAL")
+        self._switch_to_wal(conn)
         conn.execute(f"PRAGMA synchronous = {self.settings.synchronous.upper()}")
         return conn
+
+    def _switch_to_wal(self, conn: sqlite3.Connection) -> None:
+        """``PRAGMA journal_mode = WAL``, waiting out other openers. On a new file, the
+        switch of processes opening it at the same moment fails at once with "database is
+        locked": SQLite does not call the busy handler for it. So it is retried here,
+        within the same ``busy_timeout`` as any other call."""
+        deadline = time.monotonic() + self.settings.busy_timeout
+        pause = 0.001
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if not is_busy(exc) or time.monotonic() + pause > deadline:
+                    conn.close()
+                    raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
 
     def close(self) -> None:
         with self._lock, self._wait_lock:
