@@ -869,3 +869,110 @@ def test_without_fractional_blpop_a_wait_subscribes_then_claims(
     assert client.zrange(keys.key("waiters", prefix, queue="q"), 0, -1) == []
     store.close()
     other.close()
+
+
+# -- plain jobs: job_schedule_plain.lua ------------------------------------------------
+
+
+@contextmanager
+def _commands_logged(client: Any) -> Iterator[list[list[str]]]:
+    """The commands the server ran meanwhile, as SLOWLOG keeps them (all of them while
+    the threshold is 0)."""
+    before = client.config_get("slowlog-log-slower-than")["slowlog-log-slower-than"]
+    client.config_set("slowlog-log-slower-than", 0)
+    client.slowlog_reset()
+    logged: list[list[str]] = []
+    try:
+        yield logged
+    finally:
+        client.config_set("slowlog-log-slower-than", before)
+        entries = client.slowlog_get(128)
+        logged.extend(
+            [a.decode() if isinstance(a, bytes) else a for a in e["command"].split()]
+            if isinstance(e["command"], str | bytes)
+            else e["command"]
+            for e in reversed(entries)
+        )
+
+
+def _dump(client: Any, prefix: str) -> dict[str, Any]:
+    """Every key under ``prefix`` (renamed to ``P``) with its type and whole value."""
+    read = {
+        "string": client.get,
+        "hash": client.hgetall,
+        "set": client.smembers,
+        "list": lambda k: client.lrange(k, 0, -1),
+        "zset": lambda k: client.zrange(k, 0, -1, withscores=True),
+    }
+    out = {}
+    for name in client.scan_iter(match=f"{prefix}:*"):
+        kind = client.type(name)
+        out["P" + name.removeprefix(prefix)] = (kind, read[kind](name))
+    return out
+
+
+PLAIN_SPECS = [
+    spec(),
+    spec(args=[1, "é", {"a": [None, True, 1.5]}], kwargs={"x": "ü"}, priority=7),
+    spec("r", priority=-3, delay=0.1, max_attempts=1, lease_seconds=0.1, timeout=2.5),
+    spec(run_at=12.345678901234567, lease_seconds=1e-05, timeout=86400.0),
+    spec("r", run_at=5.0, priority=7, lease_seconds=123456.789),
+]
+
+
+def test_plain_jobs_take_the_lean_script_and_write_what_the_general_one_does(
+    server: servers.PrivateRedis, tmp_path: Path
+) -> None:
+    """A batch of plain jobs (no key, crawl, limit key or fingerprint) goes to
+    job_schedule_plain.lua; every key it writes, and every wake-up, is what
+    job_schedule.lua writes for the same specs (called directly on another prefix)."""
+    from crawlq.jobs import Outcome
+    from crawlq.stores.codec import dumps, spec_row
+
+    lean, general = (servers.isolated_name(tmp_path, n) for n in ("l", "g"))
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    stores = {p: open_on(server.url, p) for p in (lean, general)}
+    assert isinstance(stores[general], RedisStore)
+    until = time.time() + 60
+    for p in (lean, general):  # a worker blocked on its wake list (job_wait_begin.lua)
+        client.zadd(f"{p}:q:q:waiters", {"w": until})
+    pubsub = client.pubsub()
+    pubsub.psubscribe(f"{lean}:wake:*", f"{general}:wake:*")
+    for now in (100.0, 200.5):
+        with _commands_logged(client) as logged:
+            results = stores[lean].job_schedule(PLAIN_SPECS, now=now)
+        assert {c[1] for c in logged if c[0] == "FCALL"} == {FUNCTIONS["job_schedule_plain"]}
+        assert [r.outcome for r in results] == [Outcome.CREATED] * len(PLAIN_SPECS)
+        assert [type(r.job_id) for r in results] == [int] * len(PLAIN_SPECS)
+        rows = dumps([spec_row(s) for s in PLAIN_SPECS])
+        store = stores[general]
+        assert isinstance(store, RedisStore)
+        expected = store._run("scheduling jobs", "job_schedule", [repr(now), rows])
+        assert [[str(r.job_id), r.outcome.value] for r in results] == expected
+    assert client.lrange(f"{lean}:wwake:w", 0, -1) == ["12.345678901234567"] * 2
+    assert _dump(client, lean) == _dump(client, general)
+    messages: dict[str, list[tuple[str, str]]] = {lean: [], general: []}
+    while (m := pubsub.get_message(timeout=0.5)) is not None:
+        if m["type"] == "pmessage":
+            who, _, channel = m["channel"].partition(":")
+            messages[who].append((channel, m["data"]))
+    assert messages[lean] == messages[general] and len(messages[lean]) == 4
+    pubsub.close()
+    for store in stores.values():
+        store.close()
+
+
+def test_a_batch_with_any_keyed_crawl_or_limit_spec_takes_the_general_script(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    """Mixed batches keep job_schedule.lua's rules for every spec (one refusal refuses
+    all; a key already live is updated, not created)."""
+    from crawlq.jobs import Outcome
+
+    store = open_on(server.url, prefix)
+    first = store.job_schedule([spec(), spec(key="k")], now=10.0)
+    again = store.job_schedule([spec(), spec(key="k", priority=3)], now=10.0)
+    assert [r.outcome for r in first] == [Outcome.CREATED, Outcome.CREATED]
+    assert [r.outcome for r in again] == [Outcome.CREATED, Outcome.UPDATED]
+    assert again[1].job_id == first[1].job_id
+    store.close()

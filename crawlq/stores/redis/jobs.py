@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from crawlq.jobs import Job, JobSpec, Lease, Outcome, ScheduleResult
 from crawlq.stores.base import ClaimParams, Completion, Failure, Release
-from crawlq.stores.codec import dumps, jobs_from_reply, spec_row
+from crawlq.stores.codec import dumps, jobs_from_reply, redis_integer, spec_row
 from crawlq.stores.gate import JobGate
 from crawlq.stores.redis.core import RedisCore, now_arg, number, opt_number, refused
 from crawlq.types import JobId, Timestamp
@@ -21,6 +21,12 @@ class RedisJobs(RedisCore, JobGate):
     def _job_schedule(
         self, specs: Sequence[JobSpec], now: Timestamp | None
     ) -> list[ScheduleResult]:
+        if all(_plain(spec) for spec in specs):
+            args = [now_arg(now)]
+            for spec in specs:
+                args += _plain_row(spec)
+            ids = self._run("scheduling jobs", "job_schedule_plain", args)
+            return [ScheduleResult(job_id, CREATED) for job_id in ids]
         args = [now_arg(now), dumps([spec_row(spec) for spec in specs])]
         rows = self._run("scheduling jobs", "job_schedule", args)
         refused(rows)
@@ -92,6 +98,37 @@ class RedisJobs(RedisCore, JobGate):
         when = "" if run_at is None else number(run_at)
         args = [now_arg(now), when, *(str(operator.index(i)) for i in ids)]
         return [int(job_id) for job_id in self._run("rescheduling jobs", "job_reschedule", args)]
+
+
+CREATED = Outcome.CREATED
+
+
+def _plain(spec: JobSpec) -> bool:
+    """A spec without key, crawl, limit key and fingerprint: always created, straight to
+    the claim index (job_schedule_plain.lua)."""
+    return (
+        spec.key is None
+        and spec.crawl is None
+        and spec.limit_key is None
+        and spec.fingerprint is None
+    )
+
+
+def _plain_row(spec: JobSpec) -> list[str]:
+    """A plain spec's 10 arguments of job_schedule_plain.lua: the text job_schedule.lua
+    would write for it (``%.17g`` seconds, decimal integers)."""
+    return [
+        spec.queue,
+        spec.task,
+        dumps(list(spec.args)),
+        dumps(dict(spec.kwargs)),
+        str(redis_integer(spec.priority, "priority")),
+        "" if spec.run_at is None else repr(float(spec.run_at)),
+        repr(float(spec.delay)),
+        str(redis_integer(spec.max_attempts, "max_attempts")),
+        f"{float(spec.lease_seconds):.17g}",
+        "" if spec.timeout is None else f"{float(spec.timeout):.17g}",
+    ]
 
 
 def _rows(completions: Sequence[Completion]) -> str:

@@ -717,9 +717,21 @@ end
 
 -- -- scheduling ----------------------------------------------------------------------
 
--- A new pending job. The caller made sure the key (if any) is free and the crawl open.
 local QUEUES = {}  -- queues already added to {p}:queues by this script
 
+-- A new job (its hash written): in {p}:jobs, its queue in {p}:queues, counted pending
+-- and enqueued. insert and job_schedule_plain.lua.
+local function listed(queue, id)
+  redis.call('ZADD', K.jobs(), id, id)
+  if not QUEUES[queue] then
+    redis.call('SADD', K.queues(), queue)
+    QUEUES[queue] = true
+  end
+  count(queue, 'pending', 1)
+  count(queue, 'total_enqueued', 1)
+end
+
+-- A new pending job. The caller made sure the key (if any) is free and the crawl open.
 local function insert(queue, key, req, now)
   local id = fmt_int(redis.call('INCR', K.ids()))
   local fields = {'queue', queue, 'state', 'pending', 'attempts', '0', 'created_at', fmt(now)}
@@ -738,13 +750,7 @@ local function insert(queue, key, req, now)
     end
   end
   redis.call('HSET', K.job(id), unpack(request_fields(req, fields)))
-  redis.call('ZADD', K.jobs(), id, id)
-  if not QUEUES[queue] then
-    redis.call('SADD', K.queues(), queue)
-    QUEUES[queue] = true
-  end
-  count(queue, 'pending', 1)
-  count(queue, 'total_enqueued', 1)
+  listed(queue, id)
   if key then
     redis.call('HSET', K.keys(queue), key, id)
   end
