@@ -43,6 +43,16 @@ def default_name(fn: Callable[..., Any]) -> str:
     return f"{import_name(fn.__module__)}.{fn.__qualname__}"
 
 
+def _positional_counts(signature: inspect.Signature) -> tuple[int, int] | None:
+    """(required, all) parameters after the first (ctx), if every parameter is a plain
+    positional-or-keyword one; else None."""
+    params = list(signature.parameters.values())
+    if not params or any(p.kind is not p.POSITIONAL_OR_KEYWORD for p in params):
+        return None
+    rest = params[1:]
+    return sum(p.default is p.empty for p in rest), len(rest)
+
+
 def import_name(module_name: str) -> str:
     """``module_name``, or for a script's module the name an import would give it."""
     if module_name not in MAIN_MODULES:
@@ -192,11 +202,18 @@ class Task(Generic[P, R]):
         params = list(self.signature.parameters.values())[1:]
         self.arg_names: tuple[str, ...] = tuple(p.name for p in params)
         self.params = {p.name: p for p in params}
+        self._positional = _positional_counts(self.signature)
+        """(fewest, most) positional arguments after ctx when every parameter is a plain
+        positional-or-keyword one: a call with that many and no keywords binds, and
+        ``check_call`` need not ask ``inspect`` (None: it always asks)."""
         self.is_async = inspect.iscoroutinefunction(fn)
         self.logger = logging.getLogger(f"crawlq.task.{name}")
 
     def check_call(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
         """Refuse arguments the function cannot take, before anything is scheduled."""
+        counts = self._positional
+        if counts is not None and not kwargs and counts[0] <= len(args) <= counts[1]:
+            return
         try:
             self.signature.bind(None, *args, **kwargs)
         except TypeError as exc:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -234,3 +235,47 @@ def test_arguments_the_function_cannot_take_are_refused_at_schedule_time(app: Ap
     with pytest.raises(crawlq.PayloadError, match="missing a required argument"):
         fetch.schedule()
     assert app.stats() == []
+
+
+def _sig_plain(ctx, a, b=1): ...  # type: ignore[no-untyped-def]
+def _sig_none(ctx): ...  # type: ignore[no-untyped-def]
+def _sig_all_defaults(ctx=None, a=1): ...  # type: ignore[no-untyped-def]
+def _sig_varargs(ctx, a, *rest): ...  # type: ignore[no-untyped-def]
+def _sig_positional_only(ctx, a, /, b=2): ...  # type: ignore[no-untyped-def]
+def _sig_keyword_only(ctx, a, *, k): ...  # type: ignore[no-untyped-def]
+def _sig_varkw(ctx, a=0, **kw): ...  # type: ignore[no-untyped-def]
+def _sig_empty(): ...  # type: ignore[no-untyped-def]
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _sig_plain,
+        _sig_none,
+        _sig_all_defaults,
+        _sig_varargs,
+        _sig_positional_only,
+        _sig_keyword_only,
+        _sig_varkw,
+        _sig_empty,
+    ],
+)
+def test_arguments_are_checked_as_inspect_binds_them(app: App, fn: Any) -> None:
+    """check_call's shortcut (plain positional parameters, no keywords) refuses exactly
+    what ``inspect.Signature.bind`` refuses."""
+    import inspect
+
+    task = app.task(name=fn.__name__)(fn)
+    for args in [(), (1,), (1, 2), (1, 2, 3), (1, 2, 3, 4)]:
+        for kwargs in [{}, {"b": 5}, {"k": 1}]:
+            try:
+                inspect.signature(fn).bind(None, *args, **kwargs)
+                binds = True
+            except TypeError:
+                binds = False
+            try:
+                task.check_call(args, kwargs)
+                accepted = True
+            except crawlq.PayloadError:
+                accepted = False
+            assert accepted == binds, (fn.__name__, args, kwargs)
