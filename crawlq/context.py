@@ -12,6 +12,7 @@ from crawlq.crawls import check_seen_has_crawl
 from crawlq.exceptions import ConfigurationError
 from crawlq.jobs import Job, JobSpec
 from crawlq.specs import OPTION_NAMES, ScheduleOptions, split_options
+from crawlq.stores.base import CrawlRecord
 from crawlq.tasks import BoundTask, Task
 
 P = ParamSpec("P")
@@ -27,6 +28,8 @@ class JobContext:
     ``ctx.schedule(...)`` does not write at once: the jobs it names are scheduled in the
     same transaction that records this job as done. A job that fails, crashes or loses
     its lease schedules nothing, and a retried job does not add its children twice.
+    ``ctx.keep_result(...)`` likewise keeps a record in the crawl's results in the
+    transaction that ends this attempt (done or failed), if the lease is still valid.
     """
 
     job: Job
@@ -34,6 +37,7 @@ class JobContext:
     worker_id: str
     log: logging.LoggerAdapter[logging.Logger]
     children: list[JobSpec] = field(default_factory=list)
+    records: list[CrawlRecord] = field(default_factory=list)
 
     @property
     def job_id(self) -> int:
@@ -92,6 +96,19 @@ class JobContext:
         check_seen_has_crawl([spec])
         self.children.append(spec)
         return spec
+
+    def keep_result(self, key: bytes, record: str, *, crawl: int | None = None) -> None:
+        """Keep ``record`` under ``key`` (16 bytes, e.g. ``crawlq.fingerprint(url)``) in
+        the results of ``crawl`` (default: this job's crawl) when this attempt ends, in
+        the same transaction as its completion or failure and only if its lease is still
+        valid: as ``Store.result_add`` keeps it (a key's first record wins). The worker
+        writes it as it records the attempt's end, so it is kept once the job is."""
+        crawl_id = crawl if crawl is not None else self.job.crawl_id
+        if crawl_id is None:
+            raise ConfigurationError(
+                "ctx.keep_result() needs a crawl: this job has none; pass crawl=<id>"
+            )
+        self.records.append((crawl_id, key, record))
 
     def block(self, seconds: float, *, key: str | None = None) -> None:
         """Start no job of ``key`` (default: this job's limit key) for ``seconds``, on every

@@ -26,8 +26,9 @@ One attempt:
    take;
 5. the record (``records.page_record``) goes to the store's results of the crawl, keyed
    by the URL's fingerprint (a page fetched twice after a crash keeps its first record),
-   in one write with the records of the pages that end at the same time
-   (``crawlq.crawler.writes``), and the body to the WARC file when the crawl has one.
+   with the job's end (``JobContext.keep_result``): in the transaction that completes
+   the page with its links, or fails it, and only if its lease is still valid; the body
+   goes to the WARC file when the crawl has one.
 
 An HTML page is parsed once, for its title, its links and the crawl's ``--extract``
 fields (``crawlq.crawler.extract``); with a parse hook a 2xx page is handed to it
@@ -76,11 +77,10 @@ from crawlq.crawler.revisit import PREVIOUS_META_KEY, carried_over, conditional_
 from crawlq.crawler.sitemaps import MAX_LEVEL, read_sitemap
 from crawlq.crawler.tasks import PAGE_TASK, install
 from crawlq.crawler.throttle import Throttle
-from crawlq.crawler.writes import ResultWriter
 from crawlq.exceptions import ConfigurationError, CrawlNotFound, Discard, Retry, Snooze
 from crawlq.fingerprint import canonical_url, fingerprint
 from crawlq.jobs import JobSpec
-from crawlq.stores.base import CrawlerStorage, CrawlStore
+from crawlq.stores.base import CrawlStore
 from crawlq.worker.loops import at_loop_close
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def _charset(content_type: str | None) -> str | None:
 class _State:
     """What the page jobs of one store share in this process (crawl ids are per store)."""
 
-    def __init__(self, store: CrawlerStorage) -> None:
+    def __init__(self) -> None:
         self.configs: OrderedDict[int, CrawlConfig] = OrderedDict()
         self.previous: dict[int, int] = {}  # crawl id -> its previous crawl (revisits)
         self.fetchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, Fetcher]] = (
@@ -152,10 +152,6 @@ class _State:
         self.throttle = Throttle()
         self.warcs: dict[str, WarcFile] = {}
         self.warc_paths: dict[int, str] = {}
-        self.writers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ResultWriter] = (
-            weakref.WeakKeyDictionary()
-        )
-        self.store = weakref.ref(store)  # the state is kept by a weak key to the store
 
     async def config(self, app: App, crawl_id: int) -> CrawlConfig:
         config = self.configs.get(crawl_id)
@@ -197,17 +193,6 @@ class _State:
             at_loop_close(fetcher.aclose)
         return fetcher
 
-    def writer(self) -> ResultWriter:
-        """This event loop's writer of page records (``crawlq.crawler.writes``)."""
-        loop = asyncio.get_running_loop()
-        writer = self.writers.get(loop)
-        if writer is None:
-            store = self.store()
-            assert store is not None  # a page job holds its app, and the app its store
-            writer = self.writers[loop] = ResultWriter(store)
-            at_loop_close(writer.aclose)
-        return writer
-
     def warc(self, crawl_id: int, config: CrawlConfig) -> WarcFile | None:
         if config.warc is None:
             return None
@@ -239,7 +224,7 @@ def _state(app: App) -> _State:
     with _STATES_LOCK:
         state = _STATES.get(app.store)
         if state is None:
-            state = _STATES[app.store] = _State(app.store)
+            state = _STATES[app.store] = _State()
         return state
 
 
@@ -249,12 +234,13 @@ def use_warc(app: App, crawl_id: int, path: str) -> None:
     _state(app).warc_paths[crawl_id] = path
 
 
-async def _keep(
+def _keep(
     ctx: JobContext, crawl_id: int, url: str, record: dict[str, Any], config: CrawlConfig
 ) -> None:
+    """The record goes with the job's end: kept in the transaction that completes (or
+    fails) the page, only if its lease is still valid (``JobContext.keep_result``)."""
     with_crawl_fields(config, record)
-    writer = _state(ctx.app).writer()
-    await writer.add(crawl_id, fingerprint(url), record_text(record))
+    ctx.keep_result(fingerprint(url), record_text(record), crawl=crawl_id)
 
 
 async def _owns_target(ctx: JobContext, crawl_id: int, url: str, result: FetchResult) -> bool:
@@ -299,7 +285,7 @@ async def crawl_page(
             record["lastmod"] = lastmod
         if sitemap is not None:
             record["kind"] = "sitemap"
-        await _keep(ctx, crawl_id, url, record, config)
+        _keep(ctx, crawl_id, url, record, config)
 
     async def give_up(record: dict[str, Any], reason: str) -> NoReturn:
         """Keep the record of a page that failed for good; it goes to the dead letters."""

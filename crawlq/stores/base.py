@@ -55,17 +55,26 @@ class ClaimParams:
     now: Timestamp | None = None
 
 
+CrawlRecord = tuple[int, bytes, str]
+"""A record a job's end keeps in a crawl's results: (crawl id, 16-byte key, record text),
+as ``CrawlerStorage.result_add(crawl_id, [(key, record)])`` would."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Completion:
     """A successful end of a claimed job.
 
-    ``children`` are scheduled in the same transaction as the completion, and only if
-    the lease is still valid: a job that crashes or lost its lease adds nothing.
+    ``children`` are scheduled and ``records`` kept in the same transaction as the
+    completion, and only if the lease is still valid: a job that crashes or lost its lease
+    adds nothing.
     """
 
     lease: Lease
     result: JSONValue = None
     children: Sequence[JobSpec] = ()
+    records: Sequence[CrawlRecord] = ()
+    """Crawl results to keep, as ``result_add`` keeps them (the first record of a key
+    wins; a record of an unknown crawl is dropped)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -73,7 +82,8 @@ class Failure:
     """A failed attempt. The caller decided what happens next (see ``crawlq.retry``).
 
     ``retry_delay`` None sends the job to ``dead`` with ``reason``; a number makes it
-    pending again that many seconds after now. The attempt stays counted.
+    pending again that many seconds after now. The attempt stays counted. ``records`` are
+    kept as a completion keeps them: in the same transaction, only if the lease is valid.
     """
 
     lease: Lease
@@ -82,6 +92,7 @@ class Failure:
     reason: str = "error"
     exception: str = ""
     """The exception on one line, ``Type: message``: what the worker logs (not stored)."""
+    records: Sequence[CrawlRecord] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -200,8 +211,12 @@ class JobStore(FinishWaits, Protocol):
     def job_complete(
         self, completions: Sequence[Completion], *, now: Timestamp | None = None
     ) -> list[bool]:
-        """Mark jobs done (keeping their result) and schedule their children, atomically;
-        False where the lease is stale (and then no child is scheduled)."""
+        """Mark jobs done (keeping their result), schedule their children and keep their
+        records (``Completion.records``), atomically; False where the lease is stale (and
+        then no child is scheduled and no record kept). Records are kept as ``result_add``
+        keeps them, in batch order (a key's first record wins); a record whose crawl does
+        not exist is dropped, and an invalid one (key not 16 bytes, text not valid
+        Unicode) refuses the batch with ``ConfigurationError``."""
 
     def job_complete_claim(
         self, completions: Sequence[Completion], params: ClaimParams
@@ -212,7 +227,8 @@ class JobStore(FinishWaits, Protocol):
         may or may not have been recorded, as with ``job_complete``."""
 
     def job_fail(self, failures: Sequence[Failure], *, now: Timestamp | None = None) -> list[bool]:
-        """Record failed attempts: retry later or dead, as each Failure says."""
+        """Record failed attempts: retry later or dead, as each Failure says; the records
+        of each applied one are kept as ``job_complete`` keeps a completion's."""
 
     def job_release(
         self, releases: Sequence[Release], *, now: Timestamp | None = None
@@ -468,6 +484,8 @@ class CrawlerStorage(Protocol):
       sequence number of its crawl (positive, strictly increasing). Records become
       visible in sequence order: a reader paging with ``result_list(after=)`` while
       writers add never skips one. ``result_get`` reads the records of given keys.
+      ``Completion.records`` and ``Failure.records`` are kept the same way by
+      ``job_complete`` and ``job_fail``, in their transaction and only for a valid lease.
     - Cache: an entry set with a ttl is read back until now + ttl, then it is absent;
       ``cache_add`` sets an absent or expired entry atomically (of concurrent callers
       exactly one wins). Expired entries are removed (``job_prune`` or natively).

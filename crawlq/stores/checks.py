@@ -9,14 +9,17 @@ import math
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from crawlq.crawls import check_seen_has_crawl, no_such_crawl
 from crawlq.exceptions import ConfigurationError, CrawlClosed, StoreError, StoreUnavailable
 from crawlq.fingerprint import check_fingerprint
 from crawlq.jobs import JobSpec
-from crawlq.payload import check_text
+from crawlq.payload import check_count, check_text
 from crawlq.types import Timestamp
+
+if TYPE_CHECKING:
+    from crawlq.stores.base import Completion, Failure
 
 T = TypeVar("T")
 
@@ -129,6 +132,21 @@ def check_results(items: Sequence[tuple[bytes, str]]) -> list[tuple[bytes, str]]
         key, record = item
         checked.append((check_fingerprint(key, "a result key"), check_text(record, "a result")))
     return checked
+
+
+def check_records(outcomes: Sequence[Completion | Failure]) -> None:
+    """The records that completions or failures keep: each a (crawl id, 16-byte key,
+    record text) tuple."""
+    for outcome in outcomes:
+        for item in outcome.records:
+            if not isinstance(item, tuple) or len(item) != 3:
+                raise ConfigurationError(
+                    f"a record is a (crawl id, 16-byte key, record text) tuple, not {item!r:.80}"
+                )
+            crawl_id, key, record = item
+            check_count("crawl id", crawl_id, 1)
+            check_fingerprint(key, "a result key")
+            check_text(record, "a result")
 
 
 def check_page(after: int, limit: int) -> tuple[int, int]:

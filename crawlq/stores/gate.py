@@ -49,6 +49,7 @@ from crawlq.stores.checks import (
     check_finites,
     check_now,
     check_page,
+    check_records,
     check_results,
     check_specs,
     check_ttl,
@@ -87,6 +88,7 @@ class JobGate(ABC):
         check_now(now)
         for completion in completions:
             check_specs(completion.children)
+        check_records(completions)
         return self._job_complete(completions, now) if completions else []
 
     def job_complete_claim(
@@ -95,6 +97,7 @@ class JobGate(ABC):
         check_now(params.now)
         for completion in completions:
             check_specs(completion.children)
+        check_records(completions)
         if params.limit <= 0 or not params.queues:
             return self.job_complete(completions, now=params.now), []
         if not completions:
@@ -111,6 +114,7 @@ class JobGate(ABC):
     def job_fail(self, failures: Sequence[Failure], *, now: Timestamp | None = None) -> list[bool]:
         check_now(now)
         check_finites("retry_delay", [f.retry_delay for f in failures])
+        check_records(failures)
         return self._job_fail(failures, now) if failures else []
 
     def job_release(

@@ -8,6 +8,7 @@ import inspect
 import logging
 import threading
 import traceback
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from crawlq.context import JobContext
@@ -15,7 +16,7 @@ from crawlq.exceptions import PayloadError, Snooze, TaskNotFound
 from crawlq.jobs import Job
 from crawlq.payload import encode_result
 from crawlq.retry import Backoff, decide
-from crawlq.stores.base import Completion, Failure, Release
+from crawlq.stores.base import Completion, CrawlRecord, Failure, Release
 from crawlq.worker.loops import close_loop_resources
 
 if TYPE_CHECKING:
@@ -41,8 +42,15 @@ def exception_line(exc: BaseException) -> str:
     return " | ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
-def failure(job: Job, exc: BaseException, backoff: Backoff, reason: str = "error") -> Failure:
-    """The Failure for an attempt that raised ``exc``, with the retry policy applied."""
+def failure(
+    job: Job,
+    exc: BaseException,
+    backoff: Backoff,
+    reason: str = "error",
+    records: Sequence[CrawlRecord] = (),
+) -> Failure:
+    """The Failure for an attempt that raised ``exc``, with the retry policy applied;
+    ``records``: what the attempt kept (``JobContext.keep_result``)."""
     decision = decide(
         exc=exc,
         error=_error_text(exc),
@@ -57,6 +65,7 @@ def failure(job: Job, exc: BaseException, backoff: Backoff, reason: str = "error
         retry_delay=decision.delay,
         reason=decision.reason,
         exception=exception_line(exc),
+        records=records,
     )
 
 
@@ -99,8 +108,9 @@ def settle(
     """Turn what the task returned (or raised) into the store operation to record."""
     if isinstance(exc, Snooze):
         return Release(lease=job.lease, delay=max(0.0, exc.delay))
+    records = tuple(ctx.records)
     if exc is not None:
-        return failure(job, exc, task.options.backoff)
+        return failure(job, exc, task.options.backoff, records=records)
     try:
         encoded = encode_result(job.task, result, max_bytes=app.max_payload_bytes)
     except PayloadError as err:
@@ -112,8 +122,11 @@ def settle(
             retry_delay=None,
             reason="bad_result",
             exception=exception_line(err),
+            records=records,
         )
-    return Completion(lease=job.lease, result=encoded, children=tuple(ctx.children))
+    return Completion(
+        lease=job.lease, result=encoded, children=tuple(ctx.children), records=records
+    )
 
 
 def execute(app: App, job: Job, worker_id: str) -> Outcome:

@@ -272,3 +272,17 @@ def test_process_runtime_logs_each_failure_in_the_worker(
         r for r in caplog.records if r.levelno == logging.INFO and "Traceback" in r.getMessage()
     ]
     assert 'raise ValueError("site is down")' in traceback.getMessage()
+
+
+def test_the_process_runtime_wire_carries_kept_records() -> None:
+    from crawlq.jobs import Lease
+    from crawlq.stores.base import Completion, Failure
+    from crawlq.worker.runtimes.processes import outcome_from_wire, outcome_to_wire
+
+    records = ((3, bytes(range(16)), "r\u00e9cord \U0001f600"), (4, b"\xff" * 16, ""))
+    lease = Lease(7, "token")
+    done = Completion(lease=lease, result=[1], records=records)
+    dead = Failure(lease=lease, error="e", retry_delay=None, reason="x", records=records)
+    fake = type("FakeJob", (), {"lease": lease})()
+    for outcome in (done, dead):
+        assert outcome_from_wire(fake, outcome_to_wire(outcome)) == outcome  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ import pytest
 import crawlq
 from crawlq import App, JobContext, JobState, Worker, WorkerSettings
 from crawlq.cli.worker import summary
+from crawlq.fingerprint import fingerprint
 from crawlq.stores.base import ClaimParams, JobFilter
 
 
@@ -230,6 +231,32 @@ def test_children_are_scheduled_only_when_the_parent_completes(app: App) -> None
     drain(app)
     children = app.store.job_list(crawlq.stores.base.JobFilter(task="child"))
     assert sorted(c.result for c in children) == ["https://a.example/1", "https://a.example/2"]  # type: ignore[type-var]
+
+
+def test_kept_results_go_with_the_end_of_the_attempt(app: App) -> None:
+    @app.task(name="keeper", max_attempts=2, backoff=crawlq.Backoff(base=0.0))
+    def keeper(ctx: JobContext, name: str, fail: int) -> None:
+        ctx.keep_result(fingerprint(name), f"{name} attempt {ctx.attempt}")
+        if ctx.attempt <= fail:
+            raise RuntimeError("failed after keeping a record")
+
+    # "retried": its first failure keeps its record; "dead": both attempts fail
+    starts = [keeper.spec("done", 0), keeper.spec("retried", 1), keeper.spec("dead", 2)]
+    crawl_id = app.store.crawl_create(crawlq.CrawlSpec(name="c"), starts).id
+    drain(app)
+    found = app.store.result_get(crawl_id, [fingerprint(n) for n in ("done", "retried", "dead")])
+    assert found == ["done attempt 1", "retried attempt 1", "dead attempt 1"]
+    assert app.store.result_count(crawl_id) == 3
+
+
+def test_keep_result_needs_a_crawl(app: App) -> None:
+    @app.task(name="lone", max_attempts=1)
+    def lone(ctx: JobContext) -> None:
+        ctx.keep_result(bytes(16), "record")
+
+    job_id = lone.schedule().job_id
+    drain(app)
+    assert "needs a crawl" in (job(app, job_id).last_error or "")
 
 
 def test_context_knows_its_job(app: App) -> None:

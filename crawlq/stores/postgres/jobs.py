@@ -22,6 +22,7 @@ from crawlq.stores.postgres.scheduling import (
     live_from_row,
     pending_params,
 )
+from crawlq.stores.postgres.storage import keep_records
 from crawlq.stores.states import LEASE_EXPIRED, claim_order
 from crawlq.types import JobId, Timestamp
 
@@ -123,10 +124,21 @@ class PostgresJobs(PostgresScheduling, JobGate):
             "reasons": [pg_text(f.reason) for f in failures],
         }
 
-        def work(conn: Conn) -> list[bool]:
-            return self._acknowledge(conn, "job_fail", leases, columns, now)
+        with_records = any(f.records for f in failures)
 
-        return self._run("recording failed attempts", work, transaction=False) if leases else []
+        def work(conn: Conn) -> list[bool]:
+            def keep(rows: list[DictRow]) -> None:
+                applied = _applied(leases, rows)
+                keep_records(
+                    conn, [f.records for f, ok in zip(failures, applied, strict=True) if ok]
+                )
+
+            then = keep if with_records else None
+            return self._acknowledge(conn, "job_fail", leases, columns, now, then)
+
+        if not leases:
+            return []
+        return self._run("recording failed attempts", work, transaction=with_records)
 
     def _job_complete(self, completions: Sequence[Completion], now: Timestamp | None) -> list[bool]:
         children = [list(c.children) for c in completions]
@@ -143,18 +155,18 @@ class PostgresJobs(PostgresScheduling, JobGate):
                 for answer in self._complete(conn, [c], [kids], now)
             ]
 
-        with_children = any(c.children for c in completions)  # else one statement
+        several = any(c.children or c.records for c in completions)  # else one statement
         try:
-            return self._run("completing jobs", batch, transaction=with_children)
+            return self._run("completing jobs", batch, transaction=several)
         except _OneByOne:
             return self._run("completing jobs", one_by_one)
 
     def _job_complete_claim(
         self, completions: Sequence[Completion], params: ClaimParams
     ) -> tuple[list[bool], list[Job]]:
-        """Without children: the completions and the claim's first round sent together,
-        one round trip (pipeline mode; one implicit transaction up to its sync)."""
-        if any(c.children for c in completions):
+        """Without children or records: the completions and the claim's first round sent
+        together, one round trip (pipeline mode; one implicit transaction up to its sync)."""
+        if any(c.children or c.records for c in completions):
             return super()._job_complete_claim(completions, params)
         leases = [c.lease for c in completions]
         results = {"results": [dumps(c.result) for c in completions]}
@@ -188,10 +200,10 @@ class PostgresJobs(PostgresScheduling, JobGate):
         now: Timestamp | None,
     ) -> list[bool]:
         """All completions in one statement (whose trigger turns the remembered requests of
-        the completed jobs into jobs), then their children, in order. That equals
-        completing them one by one unless a child names the key of a job completed later
-        in the batch: then ``_OneByOne`` rolls the transaction back, and the caller
-        completes them one at a time."""
+        the completed jobs into jobs), then their children, in order, then their records.
+        That equals completing them one by one unless a child names the key of a job
+        completed later in the batch: then ``_OneByOne`` rolls the transaction back, and
+        the caller completes them one at a time."""
         leases = [c.lease for c in completions]
         columns = {"results": [dumps(c.result) for c in completions]}
 
@@ -204,6 +216,10 @@ class PostgresJobs(PostgresScheduling, JobGate):
             ]
             _refuse_later_keys(done)
             self._insert(conn, [kid for _, kids in done for kid in kids], now, children=True)
+            if any(c.records for c in completions):
+                applied = _applied(leases, rows)
+                kept = [c.records for c, ok in zip(completions, applied, strict=True) if ok]
+                keep_records(conn, kept)
 
         return self._acknowledge(conn, "job_complete", leases, columns, now, spawn)
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from psycopg.rows import DictRow
 
 from crawlq.stores.gate import StorageGate
 from crawlq.stores.postgres.core import Conn, PostgresCore, Q, first_of_each, limited
 from crawlq.types import Timestamp
+
+if TYPE_CHECKING:
+    from crawlq.stores.base import CrawlRecord
 
 
 def _cache_key(key: str) -> dict[str, bytes]:
@@ -18,43 +22,63 @@ def _cache_key(key: str) -> dict[str, bytes]:
     return {"key": encoded, "key_hash": hashlib.sha256(encoded).digest()}
 
 
+def insert_results(
+    conn: Conn, crawl_id: int, items: Sequence[tuple[bytes, str]]
+) -> list[bool] | None:
+    """Keep each (key, record) new to the crawl; True for each new one, None for no such
+    crawl. Numbered from the crawl's row in ``crawlq_result_seqs``, locked until commit,
+    so one crawl's records commit in seq order (see migration 0004)."""
+    row = conn.execute(Q["result_lock"], {"crawl_id": crawl_id}).fetchone()
+    if row is None:
+        return None
+    if not items:
+        return []
+    firsts = first_of_each([key for key, _ in items])
+    keys = [items[i][0] for i in firsts]
+    known = {
+        bytes(r["key"])
+        for r in conn.execute(Q["result_known"], {"crawl_id": crawl_id, "keys": keys})
+    }
+    last_seq = int(row["last_seq"])
+    answers: list[bool] = []
+    new: dict[str, list[Any]] = {"keys": [], "seqs": [], "records": []}
+    first = set(firsts)
+    for i, (key, record) in enumerate(items):
+        is_new = i in first and key not in known
+        answers.append(is_new)
+        if is_new:
+            last_seq += 1
+            new["keys"].append(key)
+            new["seqs"].append(last_seq)
+            new["records"].append(record.encode("utf-8"))
+    if new["keys"]:
+        conn.execute(Q["result_insert"], {"crawl_id": crawl_id, **new})
+        conn.execute(Q["result_seq_set"], {"crawl_id": crawl_id, "last_seq": last_seq})
+    return answers
+
+
+def keep_records(conn: Conn, records: Iterable[Sequence[CrawlRecord]]) -> None:
+    """Keep the records of the job ends applied in this transaction (``Completion`` and
+    ``Failure.records``), in order, one run per crawl, the crawls' counter rows locked in
+    id order (no deadlock between two batches); unknown crawls drop theirs."""
+    by_crawl: dict[int, list[tuple[bytes, str]]] = {}
+    for items in records:
+        for crawl_id, key, record in items:
+            by_crawl.setdefault(crawl_id, []).append((key, record))
+    for crawl_id in sorted(by_crawl):
+        insert_results(conn, crawl_id, by_crawl[crawl_id])
+
+
 class PostgresStorage(PostgresCore, StorageGate):
     """Crawl results and the cache (``CrawlerStorage``)."""
 
     def _result_add(
         self, crawl_id: int, items: list[tuple[bytes, str]], now: Timestamp | None
     ) -> list[bool] | None:
-        """Numbered from the crawl's row in ``crawlq_result_seqs``, locked until commit, so
-        one crawl's records commit in seq order (see migration 0004)."""
-        checked = items
-        firsts = first_of_each([key for key, _ in checked])
-        records = [record.encode("utf-8") for _, record in checked]
+        """One transaction (``insert_results``)."""
 
         def work(conn: Conn) -> list[bool] | None:
-            row = conn.execute(Q["result_lock"], {"crawl_id": crawl_id}).fetchone()
-            if row is None:
-                return None
-            if not checked:
-                return []
-            keys = [checked[i][0] for i in firsts]
-            params = {"crawl_id": crawl_id, "keys": keys}
-            known = {bytes(r["key"]) for r in conn.execute(Q["result_known"], params)}
-            last_seq = int(row["last_seq"])
-            answers: list[bool] = []
-            new: dict[str, list[Any]] = {"keys": [], "seqs": [], "records": []}
-            first = set(firsts)
-            for i, ((key, _), record) in enumerate(zip(checked, records, strict=True)):
-                is_new = i in first and key not in known
-                answers.append(is_new)
-                if is_new:
-                    last_seq += 1
-                    new["keys"].append(key)
-                    new["seqs"].append(last_seq)
-                    new["records"].append(record)
-            if new["keys"]:
-                conn.execute(Q["result_insert"], {"crawl_id": crawl_id, **new})
-                conn.execute(Q["result_seq_set"], {"crawl_id": crawl_id, "last_seq": last_seq})
-            return answers
+            return insert_results(conn, crawl_id, items)
 
         return self._run("adding crawl results", work)
 

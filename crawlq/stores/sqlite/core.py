@@ -9,10 +9,10 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from crawlq.crawls import CrawlInfo
 from crawlq.exceptions import ConfigurationError
@@ -23,6 +23,9 @@ from crawlq.stores.checks import driver_errors
 from crawlq.stores.codec import crawl_info, job_from_row, key_limit, loads, request_from_row
 from crawlq.stores.conflict import Request
 from crawlq.types import Timestamp
+
+if TYPE_CHECKING:
+    from crawlq.stores.base import CrawlRecord
 
 T = TypeVar("T")
 
@@ -145,3 +148,32 @@ class SQLiteCore:
 
     def _crawl_exists(self, conn: sqlite3.Connection, crawl_id: int) -> bool:
         return conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone() is not None
+
+    def _results_insert(
+        self, conn: sqlite3.Connection, crawl_id: int, items: Sequence[tuple[bytes, str]]
+    ) -> list[bool] | None:
+        """Keep each (key, record) new to the crawl, numbered MAX(seq) + 1 inside the write
+        transaction (writers take turns); True for each new one, None for no such crawl."""
+        if not self._crawl_exists(conn, crawl_id):
+            return None
+        seq = int(conn.execute(Q["result_last_seq"], {"crawl_id": crawl_id}).fetchone()[0])
+        answers: list[bool] = []
+        for key, record in items:
+            params = {"crawl_id": crawl_id, "key": key, "seq": seq + 1, "record": record}
+            new = conn.execute(Q["result_insert"], params).fetchone() is not None
+            seq += new
+            answers.append(new)
+        return answers
+
+    def _keep_records(
+        self, conn: sqlite3.Connection, records: Iterable[Sequence[CrawlRecord]]
+    ) -> None:
+        """Keep the records of the job ends applied in this transaction (``Completion`` and
+        ``Failure.records``), in order, one insert run per crawl; unknown crawls drop
+        theirs."""
+        by_crawl: dict[int, list[tuple[bytes, str]]] = {}
+        for items in records:
+            for crawl_id, key, record in items:
+                by_crawl.setdefault(crawl_id, []).append((key, record))
+        for crawl_id, pairs in by_crawl.items():
+            self._results_insert(conn, crawl_id, pairs)

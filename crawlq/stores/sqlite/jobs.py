@@ -9,7 +9,7 @@ from typing import Any
 
 from crawlq.jobs import Job, JobSpec, Lease, ScheduleResult
 from crawlq.stores import states
-from crawlq.stores.base import ClaimParams, Completion, Failure, Release
+from crawlq.stores.base import ClaimParams, Completion, CrawlRecord, Failure, Release
 from crawlq.stores.codec import dumps
 from crawlq.stores.gate import JobGate
 from crawlq.stores.sqlite.core import Q, row_job, row_request
@@ -117,11 +117,12 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         items: Sequence[dict[str, Any]],
         now: float,
         children: Sequence[Sequence[JobSpec]] = (),
+        records: Sequence[Sequence[CrawlRecord]] = (),
     ) -> list[bool]:
         """``_end`` in a write transaction of its own."""
 
         def work(conn: sqlite3.Connection) -> list[bool]:
-            return self._end(conn, query, items, now, children)
+            return self._end(conn, query, items, now, children, records)
 
         return self._write(operation, work) if items else []
 
@@ -132,10 +133,11 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         items: Sequence[dict[str, Any]],
         now: float,
         children: Sequence[Sequence[JobSpec]] = (),
+        records: Sequence[Sequence[CrawlRecord]] = (),
     ) -> list[bool]:
         """Apply a state change that may end jobs, then spawn their remembered requests
-        and (for completions) their children (dropped when their crawl is closed), then
-        settle keys and crawls."""
+        and (for completions) their children (dropped when their crawl is closed), keep
+        the records of those applied, then settle keys and crawls."""
         touched = Touched()
         applied: list[bool] = []
         for i, item in enumerate(items):
@@ -147,6 +149,8 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
             if rows and children:
                 for spec in children[i]:
                     self._schedule_one(conn, spec, now, touched, drop_closed=True)
+        if records:
+            self._keep_records(conn, [r for r, ok in zip(records, applied, strict=True) if ok])
         self._settle(conn, touched, now)
         return applied
 
@@ -154,7 +158,8 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         t = self._now(now)
         items = _completion_items(completions, t)
         kids = [c.children for c in completions]
-        return self._ending("completing jobs", "job_complete", items, t, kids)
+        records = _records(completions)
+        return self._ending("completing jobs", "job_complete", items, t, kids, records)
 
     def _job_complete_claim(
         self, completions: Sequence[Completion], params: ClaimParams
@@ -163,9 +168,10 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         t = self._now(params.now)
         items = _completion_items(completions, t)
         kids = [c.children for c in completions]
+        records = _records(completions)
 
         def work(conn: sqlite3.Connection) -> tuple[list[bool], list[Job]]:
-            applied = self._end(conn, "job_complete", items, t, kids)
+            applied = self._end(conn, "job_complete", items, t, kids, records)
             return applied, self._claim(conn, params, t)
 
         return self._write("completing and claiming jobs", work)
@@ -183,7 +189,8 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
             }
             for f in failures
         ]
-        return self._ending("recording failed attempts", "job_fail", items, t)
+        records = _records(failures)
+        return self._ending("recording failed attempts", "job_fail", items, t, (), records)
 
     def _job_expire_leases(self, now: Timestamp | None) -> list[JobId]:
         t = self._now(now)
@@ -241,3 +248,9 @@ def _completion_items(completions: Sequence[Completion], now: float) -> list[dic
         {"id": c.lease.job_id, "token": c.lease.token, "result": dumps(c.result), "now": now}
         for c in completions
     ]
+
+
+def _records(outcomes: Sequence[Completion | Failure]) -> list[Sequence[CrawlRecord]]:
+    """Each outcome's records; [] when none has any (``_end`` then skips them)."""
+    records = [o.records for o in outcomes]
+    return records if any(records) else []

@@ -16,19 +16,10 @@ class SQLiteStorage(SQLiteCore, StorageGate):
     def _result_add(
         self, crawl_id: int, items: list[tuple[bytes, str]], now: Timestamp | None
     ) -> list[bool] | None:
-        """Numbered MAX(seq) + 1 inside the write transaction (writers take turns)."""
+        """One write transaction (``_results_insert``)."""
 
         def work(conn: sqlite3.Connection) -> list[bool] | None:
-            if not self._crawl_exists(conn, crawl_id):
-                return None
-            seq = int(conn.execute(Q["result_last_seq"], {"crawl_id": crawl_id}).fetchone()[0])
-            answers: list[bool] = []
-            for key, record in items:
-                params = {"crawl_id": crawl_id, "key": key, "seq": seq + 1, "record": record}
-                new = conn.execute(Q["result_insert"], params).fetchone() is not None
-                seq += new
-                answers.append(new)
-            return answers
+            return self._results_insert(conn, crawl_id, items)
 
         return self._write("adding crawl results", work)
 

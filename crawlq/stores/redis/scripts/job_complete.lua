@@ -1,17 +1,20 @@
--- job_complete.lua: mark leased jobs done and schedule their children, atomically.
+-- job_complete.lua: mark leased jobs done, schedule their children and keep their
+-- records, atomically.
 --
--- A stale lease changes nothing and schedules none of its children. A job that ends
+-- A stale lease changes nothing, schedules none of its children, keeps none of its
+-- records. A job that ends
 -- turns its remembered request (if any) into a pending job before its children. A child
 -- or follow-up whose crawl is closed (or unknown) is dropped; the completion still
 -- counts. Each crawl whose last job ended here finishes at commit (on_finish scheduled).
 --
 -- KEYS:    none; names are built from the prefix (keys.py)
 -- ARGV:    prefix, now, completions (a JSON list of [id, token, result as JSON text,
---          [child spec...]]; specs as in spec_from in the prelude)
+--          [child spec...], [record...]]; specs as in spec_from in the prelude, records
+--          as keep_records reads them)
 -- Returns: 1 per completion applied, 0 per stale lease, in order.
 -- Touches: {p}:job:{id}, {p}:followup:{id}, {p}:running, {p}:wjobs:{worker},
 --          {p}:q:{queue}:done, :counts, :keys, and everything job_schedule.lua touches
---          (followups, children)
+--          (followups, children), and result_add.lua's keys (records)
 --          crawls: {p}:crawl:{crawl}, {p}:cpend:{crawl}; limits: {p}:limit:{lkey},
 --          {p}:lwait:{lkey} (a finished crawl schedules its on_finish)
 
@@ -28,6 +31,7 @@ for n, c in ipairs(completions) do
     for _, spec in ipairs(c[4]) do
       schedule(spec, now)
     end
+    keep_records(c[5])
   end
   answers[n] = job and 1 or 0
 end

@@ -674,6 +674,22 @@ local function from_hex(s)
   return (string.gsub(s, '..', function(h) return string.char(tonumber(h, 16)) end))
 end
 
+-- Keep the records a job's end carries (Completion/Failure.records) as result_add.lua
+-- keeps them: each {crawl id, key (hex), record}; a key the crawl has keeps its first
+-- record, and a record of an unknown crawl is dropped.
+local function keep_records(list)
+  for _, r in ipairs(list) do
+    local crawl = fmt_int(r[1])
+    if crawl_state(crawl) ~= nil then
+      local keys = K.result_keys(crawl)
+      local seq = fmt_int(redis.call('HLEN', keys) + 1)  -- seqs are 1 ... HLEN
+      if redis.call('HSETNX', keys, from_hex(r[2]), seq) == 1 then
+        redis.call('HSET', K.results(crawl), seq, r[3])
+      end
+    end
+  end
+end
+
 -- A spec as the store encodes it (store.py _spec_row): a JSON array of queue, task,
 -- args, kwargs, key, sig, priority, run_at, delay, max_attempts, lease_seconds,
 -- timeout, on_conflict, cmp, crawl, limit_key, fingerprint (hex); null for None.
