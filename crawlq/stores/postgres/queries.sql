@@ -83,12 +83,11 @@ VALUES (%(version)s, %(name)s, extract(epoch FROM now())::double precision);
 -- inserted earlier in the same input, nothing is inserted: created is false (keys are
 -- unique by key_digest, migration 0005, so a key of any length fits). A job of a
 -- paused crawl is 'held', one with a limit key 'waiting' (the trigger picks fronts).
--- The jobs come as one JSON list of objects (insert_params in scheduling.py), which
--- costs the client a third of what one array per column did; an object leaves out what
--- is absent (a missing delay is 0, a missing hold false).
+-- The jobs come as one JSON list of objects (_insert_params in store.py), which costs
+-- the client a third of what one array per column did.
 WITH input AS (
     SELECT nextval('crawlq_jobs_id_seq') AS id, s.*,
-           coalesce(s.given_run_at, crawlq_now(%(now)s) + coalesce(s.delay, 0)) AS run_at
+           coalesce(s.given_run_at, crawlq_now(%(now)s) + s.delay) AS run_at
     FROM ROWS FROM (json_to_recordset(%(rows)s::json) AS (
              queue text, task text, args json, kwargs json, key text, priority bigint,
              given_run_at float8, delay float8, max_attempts integer, lease_seconds float8,
@@ -101,8 +100,7 @@ WITH input AS (
                              max_attempts, lease_seconds, timeout, created_at, crawl_id,
                              limit_key, key_digest, limit_digest)
     SELECT id, queue, task, args, kwargs, key, priority, run_at,
-           crawlq_pending_state(coalesce(hold, false), limit_key IS NOT NULL,
-                                run_at <= crawlq_now(%(now)s)),
+           crawlq_pending_state(hold, limit_key IS NOT NULL, run_at <= crawlq_now(%(now)s)),
            max_attempts, lease_seconds, timeout, crawlq_now(%(now)s), crawl_id, limit_key,
            crawlq_digest(key), crawlq_digest(limit_key)
     FROM input

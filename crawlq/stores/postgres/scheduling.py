@@ -25,13 +25,12 @@ def insert_params(
     """Parameters of ``job_insert_one`` for one spec (one per column), else of
     ``job_insert_many`` (the specs as one JSON list of rows); jobs of the ``paused`` crawls
     are held. Arguments that are not JSON raise here, before any I/O."""
-    if len(specs) == 1:
-        [s] = specs
-        return {
+    rows = [
+        {
             "queue": s.queue,
             "task": s.task,
-            "args": dumps(s.args),
-            "kwargs": dumps(s.kwargs),
+            "args": s.args,
+            "kwargs": s.kwargs,
             "key": s.key,
             "priority": s.priority,
             "given_run_at": opt_float(s.run_at),
@@ -42,37 +41,13 @@ def insert_params(
             "crawl_id": s.crawl,
             "limit_key": s.limit_key,
             "hold": s.crawl in paused,
-            "now": now,
         }
-    # A row leaves out what is absent (NULL to json_to_recordset; no delay and no hold
-    # are taken as 0 and false there): a plain job's row is half as long to encode.
-    rows = []
-    for s in specs:
-        row: dict[str, Any] = {
-            "queue": s.queue,
-            "task": s.task,
-            "args": s.args,
-            "kwargs": s.kwargs,
-            "priority": s.priority,
-            "max_attempts": s.max_attempts,
-            "lease_seconds": float(s.lease_seconds),
-        }
-        if s.delay:
-            row["delay"] = float(s.delay)
-        if s.key is not None:
-            row["key"] = s.key
-        if s.run_at is not None:
-            row["given_run_at"] = float(s.run_at)
-        if s.timeout is not None:
-            row["timeout"] = float(s.timeout)
-        if s.crawl is not None:
-            row["crawl_id"] = s.crawl
-            if s.crawl in paused:
-                row["hold"] = True
-        if s.limit_key is not None:
-            row["limit_key"] = s.limit_key
-        rows.append(row)
-    return {"rows": dumps(rows), "now": now}
+        for s in specs
+    ]
+    if len(rows) != 1:
+        return {"rows": dumps(rows), "now": now}
+    [row] = rows
+    return {**row, "args": dumps(row["args"]), "kwargs": dumps(row["kwargs"]), "now": now}
 
 
 def created_one(row: DictRow | None) -> ScheduleResult | None:
@@ -225,7 +200,7 @@ class PostgresScheduling(PostgresCore):
             return []
         query_params = insert_params(specs, now) if params is None else params
         created: list[ScheduleResult | None]
-        if "rows" not in query_params:  # insert_params made one spec's columns
+        if "rows" not in query_params:  # _insert_params made one spec's columns
             row = conn.execute(Q["job_insert_one"], query_params).fetchone()
             created = [created_one(row)]
         else:
