@@ -10,7 +10,9 @@ and reads them, in one place.
   ``spec_row`` (``spec_from`` in ``prelude.lua``).
 - Shared by all: a crawl's limits (``limits_json``, ``limits_from``), its ``on_finish``
   spec on the SQL stores (``on_finish_json``, ``on_finish_spec``), compact JSON
-  (``dumps``). A remembered request is ``conflict.Request.to_json``.
+  (``dumps``), the records a job's end keeps (``records_by_crawl``; as JSON for the Redis
+  scripts and the process runtime: ``records_json``, ``records_from_json``). A
+  remembered request is ``conflict.Request.to_json``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from crawlq.crawls import CrawlInfo, CrawlState
 from crawlq.exceptions import StoreError
 from crawlq.jobs import ConflictPolicy, Job, JobSpec, JobState
 from crawlq.limits import KeyLimit, Limits
-from crawlq.stores.base import StoreSummary
+from crawlq.stores.base import CrawlRecord, StoreSummary
 from crawlq.stores.conflict import Request
 from crawlq.stores.states import PUBLIC_STATE
 from crawlq.types import JobId, JSONValue
@@ -392,3 +394,28 @@ def spec_row(spec: JobSpec) -> list[Any]:
         spec.limit_key,
         None if spec.fingerprint is None else spec.fingerprint.hex(),
     ]
+
+
+def records_by_crawl(
+    records: Sequence[Sequence[CrawlRecord]], applied: Sequence[bool]
+) -> list[tuple[int, list[tuple[bytes, str]]]]:
+    """The records of the job ends applied (``applied[i]`` for ``records[i]``) as
+    ``result_add`` takes them: (key, record) pairs per crawl in batch order, the crawls by
+    id (the order in which the SQL stores lock their counters)."""
+    by_crawl: dict[int, list[tuple[bytes, str]]] = {}
+    for items, ok in zip(records, applied, strict=True):
+        if ok:
+            for crawl_id, key, record in items:
+                by_crawl.setdefault(crawl_id, []).append((key, record))
+    return sorted(by_crawl.items())
+
+
+def records_json(records: Iterable[CrawlRecord]) -> list[list[Any]]:
+    """A job end's records as JSON: [crawl id, key in hex, record] each (``keep_records``
+    in prelude.lua reads them)."""
+    return [[crawl_id, key.hex(), record] for crawl_id, key, record in records]
+
+
+def records_from_json(rows: Iterable[Sequence[Any]]) -> tuple[CrawlRecord, ...]:
+    """``records_json``'s rows back as records."""
+    return tuple((int(crawl_id), bytes.fromhex(key), record) for crawl_id, key, record in rows)

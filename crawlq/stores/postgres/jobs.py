@@ -128,10 +128,7 @@ class PostgresJobs(PostgresScheduling, JobGate):
 
         def work(conn: Conn) -> list[bool]:
             def keep(rows: list[DictRow]) -> None:
-                applied = _applied(leases, rows)
-                keep_records(
-                    conn, [f.records for f, ok in zip(failures, applied, strict=True) if ok]
-                )
+                keep_records(conn, [f.records for f in failures], _applied(leases, rows))
 
             then = keep if with_records else None
             return self._acknowledge(conn, "job_fail", leases, columns, now, then)
@@ -217,9 +214,7 @@ class PostgresJobs(PostgresScheduling, JobGate):
             _refuse_later_keys(done)
             self._insert(conn, [kid for _, kids in done for kid in kids], now, children=True)
             if any(c.records for c in completions):
-                applied = _applied(leases, rows)
-                kept = [c.records for c, ok in zip(completions, applied, strict=True) if ok]
-                keep_records(conn, kept)
+                keep_records(conn, [c.records for c in completions], _applied(leases, rows))
 
         return self._acknowledge(conn, "job_complete", leases, columns, now, spawn)
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from psycopg.rows import DictRow
 
+from crawlq.stores.codec import records_by_crawl
 from crawlq.stores.gate import StorageGate
 from crawlq.stores.postgres.core import Conn, PostgresCore, Q, first_of_each, limited
 from crawlq.types import Timestamp
@@ -57,16 +58,14 @@ def insert_results(
     return answers
 
 
-def keep_records(conn: Conn, records: Iterable[Sequence[CrawlRecord]]) -> None:
+def keep_records(
+    conn: Conn, records: Sequence[Sequence[CrawlRecord]], applied: Sequence[bool]
+) -> None:
     """Keep the records of the job ends applied in this transaction (``Completion`` and
-    ``Failure.records``), in order, one run per crawl, the crawls' counter rows locked in
-    id order (no deadlock between two batches); unknown crawls drop theirs."""
-    by_crawl: dict[int, list[tuple[bytes, str]]] = {}
-    for items in records:
-        for crawl_id, key, record in items:
-            by_crawl.setdefault(crawl_id, []).append((key, record))
-    for crawl_id in sorted(by_crawl):
-        insert_results(conn, crawl_id, by_crawl[crawl_id])
+    ``Failure.records``), one run per crawl, the crawls' counter rows locked in id order
+    (no deadlock between two batches); unknown crawls drop theirs."""
+    for crawl_id, pairs in records_by_crawl(records, applied):
+        insert_results(conn, crawl_id, pairs)
 
 
 class PostgresStorage(PostgresCore, StorageGate):

@@ -8,8 +8,8 @@ import operator
 from collections.abc import Sequence
 
 from crawlq.jobs import Job, JobSpec, Lease, Outcome, ScheduleResult
-from crawlq.stores.base import ClaimParams, Completion, CrawlRecord, Failure, Release
-from crawlq.stores.codec import dumps, jobs_from_reply, redis_integer, spec_row
+from crawlq.stores.base import ClaimParams, Completion, Failure, Release
+from crawlq.stores.codec import dumps, jobs_from_reply, records_json, redis_integer, spec_row
 from crawlq.stores.gate import JobGate
 from crawlq.stores.redis.core import RedisCore, now_arg, number, opt_number, refused
 from crawlq.types import JobId, Timestamp
@@ -74,7 +74,7 @@ class RedisJobs(RedisCore, JobGate):
                 f.error,
                 opt_number(f.retry_delay),
                 f.reason,
-                _records(f.records) if f.records else "",
+                dumps(records_json(f.records)) if f.records else "",
             )
         ]
         return self._per_item("recording failed attempts", "job_fail", now, items)
@@ -141,13 +141,8 @@ def _rows(completions: Sequence[Completion]) -> str:
                 c.lease.token,
                 dumps(c.result),
                 [spec_row(child) for child in c.children],
-                [[crawl, key.hex(), record] for crawl, key, record in c.records],
+                records_json(c.records),
             ]
             for c in completions
         ]
     )
-
-
-def _records(records: Sequence[CrawlRecord]) -> str:
-    """A failure's records as job_fail.lua reads them (keep_records in the prelude)."""
-    return dumps([[crawl, key.hex(), record] for crawl, key, record in records])

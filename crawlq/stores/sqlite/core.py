@@ -9,7 +9,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -20,7 +20,14 @@ from crawlq.jobs import Job
 from crawlq.limits import KeyLimit
 from crawlq.stores._sqlfile import load_queries
 from crawlq.stores.checks import driver_errors
-from crawlq.stores.codec import crawl_info, job_from_row, key_limit, loads, request_from_row
+from crawlq.stores.codec import (
+    crawl_info,
+    job_from_row,
+    key_limit,
+    loads,
+    records_by_crawl,
+    request_from_row,
+)
 from crawlq.stores.conflict import Request
 from crawlq.types import Timestamp
 
@@ -166,14 +173,12 @@ class SQLiteCore:
         return answers
 
     def _keep_records(
-        self, conn: sqlite3.Connection, records: Iterable[Sequence[CrawlRecord]]
+        self,
+        conn: sqlite3.Connection,
+        records: Sequence[Sequence[CrawlRecord]],
+        applied: Sequence[bool],
     ) -> None:
         """Keep the records of the job ends applied in this transaction (``Completion`` and
-        ``Failure.records``), in order, one insert run per crawl; unknown crawls drop
-        theirs."""
-        by_crawl: dict[int, list[tuple[bytes, str]]] = {}
-        for items in records:
-            for crawl_id, key, record in items:
-                by_crawl.setdefault(crawl_id, []).append((key, record))
-        for crawl_id, pairs in by_crawl.items():
+        ``Failure.records``), one insert run per crawl; unknown crawls drop theirs."""
+        for crawl_id, pairs in records_by_crawl(records, applied):
             self._results_insert(conn, crawl_id, pairs)

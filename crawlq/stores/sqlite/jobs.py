@@ -150,7 +150,7 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
                 for spec in children[i]:
                     self._schedule_one(conn, spec, now, touched, drop_closed=True)
         if records:
-            self._keep_records(conn, [r for r, ok in zip(records, applied, strict=True) if ok])
+            self._keep_records(conn, records, applied)
         self._settle(conn, touched, now)
         return applied
 

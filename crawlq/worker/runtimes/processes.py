@@ -24,14 +24,14 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
 from dataclasses import asdict
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any
 
 from crawlq.exceptions import ConfigurationError
 from crawlq.jobs import Job, JobState, spec_from_json, spec_to_json
-from crawlq.stores.base import Completion, CrawlRecord, Failure, Release
+from crawlq.stores.base import Completion, Failure, Release
+from crawlq.stores.codec import records_from_json, records_json
 from crawlq.worker.execute import Outcome, backoff_of, execute, lost
 from crawlq.worker.memory import tree_resident_bytes
 from crawlq.worker.runtimes import SlotQueue
@@ -62,23 +62,15 @@ def job_from_wire(data: bytes) -> Job:
     return Job(**fields)
 
 
-def _records_to_wire(records: Sequence[CrawlRecord]) -> list[list[Any]]:
-    return [[crawl, key.hex(), record] for crawl, key, record in records]
-
-
-def _records_from_wire(body: dict[str, Any]) -> tuple[CrawlRecord, ...]:
-    return tuple((crawl, bytes.fromhex(key), record) for crawl, key, record in body["records"])
-
-
 def outcome_to_wire(outcome: Outcome) -> bytes:
     if isinstance(outcome, Completion):
         children = [spec_to_json(spec) for spec in outcome.children]
         body: dict[str, Any] = {"kind": "complete", "result": outcome.result, "children": children}
-        body["records"] = _records_to_wire(outcome.records)
+        body["records"] = records_json(outcome.records)
     elif isinstance(outcome, Failure):
         body = {"kind": "fail", "error": outcome.error, "retry_delay": outcome.retry_delay}
         body["reason"], body["exception"] = outcome.reason, outcome.exception
-        body["records"] = _records_to_wire(outcome.records)
+        body["records"] = records_json(outcome.records)
     else:
         body = {"kind": "release", "delay": outcome.delay}
     return json.dumps(body).encode()
@@ -88,7 +80,7 @@ def outcome_from_wire(job: Job, data: bytes) -> Outcome:
     body = json.loads(data)
     if body["kind"] == "complete":
         children = tuple(spec_from_json(fields) for fields in body["children"])
-        records = _records_from_wire(body)
+        records = records_from_json(body["records"])
         return Completion(
             lease=job.lease, result=body["result"], children=children, records=records
         )
@@ -99,7 +91,7 @@ def outcome_from_wire(job: Job, data: bytes) -> Outcome:
             retry_delay=body["retry_delay"],
             reason=body["reason"],
             exception=body["exception"],
-            records=_records_from_wire(body),
+            records=records_from_json(body["records"]),
         )
     return Release(lease=job.lease, delay=body["delay"])
 

@@ -674,18 +674,26 @@ local function from_hex(s)
   return (string.gsub(s, '..', function(h) return string.char(tonumber(h, 16)) end))
 end
 
--- Keep the records a job's end carries (Completion/Failure.records) as result_add.lua
--- keeps them: each {crawl id, key (hex), record}; a key the crawl has keeps its first
--- record, and a record of an unknown crawl is dropped.
+-- Keep record under key (raw bytes) in a crawl's results, numbered next, unless the key
+-- has one already (its first record stays): 1 if kept, else 0. result_add.lua and
+-- keep_records.
+local function keep_result(crawl, key, record)
+  local keys = K.result_keys(crawl)
+  local seq = fmt_int(redis.call('HLEN', keys) + 1)  -- seqs are 1 ... HLEN: none is deleted
+  local added = redis.call('HSETNX', keys, key, seq)
+  if added == 1 then
+    redis.call('HSET', K.results(crawl), seq, record)
+  end
+  return added
+end
+
+-- Keep the records a job's end carries (Completion/Failure.records): each {crawl id, key
+-- (hex), record} (codec.records_json); a record of an unknown crawl is dropped.
 local function keep_records(list)
   for _, r in ipairs(list) do
     local crawl = fmt_int(r[1])
     if crawl_state(crawl) ~= nil then
-      local keys = K.result_keys(crawl)
-      local seq = fmt_int(redis.call('HLEN', keys) + 1)  -- seqs are 1 ... HLEN
-      if redis.call('HSETNX', keys, from_hex(r[2]), seq) == 1 then
-        redis.call('HSET', K.results(crawl), seq, r[3])
-      end
+      keep_result(crawl, from_hex(r[2]), r[3])
     end
   end
 end

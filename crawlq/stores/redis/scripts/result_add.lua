@@ -11,15 +11,8 @@ local crawl = ARGV[3]
 if crawl_state(crawl) == nil then
   return {-1}
 end
-local keys, records = K.result_keys(crawl), K.results(crawl)
-local seq = redis.call('HLEN', keys)  -- seqs are 1 ... HLEN: none is ever deleted
 local answers = {}
 for i = 4, #ARGV, 2 do
-  local added = redis.call('HSETNX', keys, ARGV[i], fmt_int(seq + 1))
-  if added == 1 then
-    seq = seq + 1
-    redis.call('HSET', records, fmt_int(seq), ARGV[i + 1])
-  end
-  answers[#answers + 1] = added
+  answers[#answers + 1] = keep_result(crawl, ARGV[i], ARGV[i + 1])
 end
 return answers
