@@ -26,7 +26,7 @@ class RedisJobs(RedisCore, JobGate):
             for spec in specs:
                 args += _plain_row(spec)
             ids = self._run("scheduling jobs", "job_schedule_plain", args)
-            return [ScheduleResult(job_id, CREATED) for job_id in ids]
+            return [ScheduleResult(job_id, Outcome.CREATED) for job_id in ids]
         args = [now_arg(now), dumps([spec_row(spec) for spec in specs])]
         rows = self._run("scheduling jobs", "job_schedule", args)
         refused(rows)
@@ -99,9 +99,6 @@ class RedisJobs(RedisCore, JobGate):
         when = "" if run_at is None else number(run_at)
         args = [now_arg(now), when, *(str(operator.index(i)) for i in ids)]
         return [int(job_id) for job_id in self._run("rescheduling jobs", "job_reschedule", args)]
-
-
-CREATED = Outcome.CREATED
 
 
 def _plain(spec: JobSpec) -> bool:
