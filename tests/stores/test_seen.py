@@ -131,6 +131,50 @@ def test_a_fingerprinted_spec_is_scheduled_only_if_new(store: Store) -> None:
     assert len(all_jobs(store)) == 3
 
 
+def test_a_long_mixed_batch_keeps_each_result_with_its_own_spec(store: Store) -> None:
+    """150 specs in one call, long enough that a store may write them in several
+    statements: most without a key (as a page's links and a bulk schedule are), every
+    seventh fingerprinted in a crawl with a limit key (a fingerprint given again later in
+    the batch is seen), three with a unique key. Each result is its own spec's, the
+    created ids grow in spec order and each job holds its own spec's fields."""
+    c = open_crawl(store)
+    specs = []
+    for i in range(150):
+        if i % 50 == 25:
+            specs.append(spec(key=f"k{i}", args=[i], timeout=1.5))
+        elif i % 7 == 0:
+            specs.append(spec(crawl=c, fingerprint=fp(i % 21), args=[i], limit_key=f"h{i % 2}"))
+        else:
+            fields = {"priority": i % 3, "delay": i % 5 + 0.25, "max_attempts": 1 + i % 4}
+            specs.append(spec(args=[i], kwargs={"i": i}, lease_seconds=30.0 + i, **fields))
+    seen = {i for i in range(21, 150, 7)}  # fp(i % 21) is new at 0, 7 and 14 only
+    results = schedule(store, *specs)
+    assert [r.outcome for r in results] == [
+        Outcome.SEEN if i in seen else Outcome.CREATED for i in range(150)
+    ]
+    assert all(results[i] == ScheduleResult(0, Outcome.SEEN) for i in seen)
+    created = [(i, r.job_id) for i, r in enumerate(results) if i not in seen]
+    assert [job_id for _, job_id in created] == sorted({job_id for _, job_id in created})
+    for i, job_id in created:
+        job, wanted = store.job_get(job_id), specs[i]
+        assert job is not None and (job.args, job.kwargs, job.key) == (
+            [i],
+            wanted.kwargs,
+            wanted.key,
+        )
+        assert (job.priority, job.max_attempts, job.lease_seconds, job.timeout) == (
+            wanted.priority,
+            wanted.max_attempts,
+            wanted.lease_seconds,
+            wanted.timeout,
+        )
+        assert (job.crawl_id, job.limit_key) == (wanted.crawl, wanted.limit_key)
+        if wanted.crawl is None:
+            assert job.run_at == T0 + wanted.delay
+    assert crawl_of(store, c).seen == 3
+    assert crawl_counts(store, c) == (4, 0, 0, 0, 0)  # 3 + the keep-open job
+
+
 def test_a_seen_spec_writes_nothing_not_even_a_conflict_update(store: Store) -> None:
     c = open_crawl(store)
     [created] = schedule(store, spec(crawl=c, fingerprint=A, key="page", args=["old"]))

@@ -290,3 +290,43 @@ def test_fronts_keep_their_own_run_at_aside_while_gated(tmp_path: Path) -> None:
         assert key is not None and (key.pending, key.next_start) == (0, None)
     finally:
         store.close()
+
+
+def test_a_page_s_links_take_two_statements_however_many_they_are(tmp_path: Path) -> None:
+    """The children of a completion that have no unique key (a crawler page's links) go
+    in with one seen-set insert and one job insert per 64 of them, not two statements
+    each: the cost of a page is its link count in SQLite's own steps, not in calls."""
+    store = SQLiteStore(SQLiteSettings(path=str(tmp_path / "jobs.db")))
+    try:
+        page = JobSpec(queue="q", task="page", limit_key="h", fingerprint=bytes(16))
+        crawl = store.crawl_create(CrawlSpec(name="c"), [page], now=T0)
+
+        def links(count: int, first: int) -> list[JobSpec]:
+            return [
+                JobSpec(
+                    queue="q",
+                    task="page",
+                    args=[i],
+                    crawl=crawl.id,
+                    limit_key="h",
+                    fingerprint=(i % 30).to_bytes(16, "big"),  # repeats once past 30
+                )
+                for i in range(first, first + count)
+            ]
+
+        def end_page(kids: list[JobSpec], now: float) -> list[str]:
+            [job] = store.job_claim(ClaimParams(queues=["q"], worker_id="w", now=now))
+            done = Completion(lease=job.lease, children=kids)
+            return _traced(store, lambda: store.job_complete([done], now=now))
+
+        few, many = end_page(links(10, 1), T0 + 1), end_page(links(50, 11), T0 + 2)
+        inserts = [s for s in few + many if s.lstrip().startswith(("INSERT", "--"))]
+        seen = [s for s in inserts if "INTO crawlq_seen" in s]
+        jobs = [s for s in inserts if "INTO crawlq_jobs" in s]
+        assert (len(seen), len(jobs)) == (2, 2), inserts
+        # BEGIN, the update, the crawl, the two inserts, the key, reconcile (one or two
+        # steps), the crawl's finish and COMMIT, for 10 links as for 50
+        assert len(few) <= 10 and len(many) <= 10, (few, many)
+        assert crawl.id is not None and store.crawl_get(crawl.id).seen == 30  # type: ignore[union-attr]
+    finally:
+        store.close()

@@ -5,11 +5,13 @@ every part of the store (``jobs.py``, ``queues.py``, ``workers.py``, ``crawls.py
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -109,6 +111,37 @@ def row_crawl(row: sqlite3.Row) -> CrawlInfo:
 
 def row_key_limit(row: sqlite3.Row) -> KeyLimit:
     return key_limit(row, row["next_start"] if row["front"] is not None else None)
+
+
+ROW_BATCH_SIZES = (1, 4, 16, 64)
+"""The row counts of a ``*_rows`` query's texts: few texts serve every count, so SQLite's
+statement cache keeps them all."""
+
+
+def row_batches(name: str, rows: Sequence[Sequence[Any]]) -> Iterator[tuple[str, list[Any]]]:
+    """Query ``name`` (a ``*_rows`` query: one row of ``?`` placeholders after ``VALUES``)
+    with its parameters, for ``rows`` in batches of up to 64: each batch the smallest of
+    ``ROW_BATCH_SIZES`` it fits in, padded with all-NULL rows (the query drops them)."""
+    largest = ROW_BATCH_SIZES[-1]
+    for start in range(0, len(rows), largest):
+        batch = rows[start : start + largest]
+        size = next(size for size in ROW_BATCH_SIZES if size >= len(batch))
+        params = [value for row in batch for value in row]
+        params += [None] * (len(rows[0]) * (size - len(batch)))
+        yield _rows_query(name, size), params
+
+
+@functools.cache
+def _rows_query(name: str, size: int) -> str:
+    """Query ``name`` with its row of placeholders repeated ``size`` times."""
+    query = Q[name]
+    row = _PLACEHOLDER_ROW.search(query)
+    if row is None:
+        raise ValueError(f"query {name} has no row of placeholders after VALUES")
+    return query[: row.start(1)] + ", ".join([row.group(1)] * size) + query[row.end(1) :]
+
+
+_PLACEHOLDER_ROW = re.compile(r"VALUES (\((?:\?, )*\?\))")
 
 
 class SQLiteCore:

@@ -36,8 +36,7 @@ class SQLiteCrawls(SQLiteScheduling, CrawlGate):
                 on_finish = on_finish_json(spec.on_finish, crawl_id)
                 conn.execute(Q["crawl_set_on_finish"], {"id": crawl_id, "on_finish": on_finish})
             touched = Touched(crawls={crawl_id})  # finishes at once if nothing is left
-            for job in start:
-                self._schedule_one(conn, with_crawl(job, crawl_id), t, touched)
+            self._schedule_all(conn, [with_crawl(job, crawl_id) for job in start], t, touched)
             self._settle(conn, touched, t)
             return row_crawl(conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone())
 

@@ -27,7 +27,7 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
 
         def work(conn: sqlite3.Connection) -> list[ScheduleResult]:
             touched = Touched(lone_keys=lone_keys(specs))
-            results = [self._schedule_one(conn, s, t, touched) for s in specs]
+            results = self._schedule_all(conn, specs, t, touched)
             self._settle(conn, touched, t)
             return [r for r in results if r is not None]
 
@@ -147,8 +147,7 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
             ended = [r for r in rows if r["state"] in ("done", "dead")]
             self._spawn_followups(conn, ended, now, touched)
             if rows and children:
-                for spec in children[i]:
-                    self._schedule_one(conn, spec, now, touched, drop_closed=True)
+                self._schedule_all(conn, children[i], now, touched, drop_closed=True)
         if records:
             self._keep_records(conn, records, applied)
         self._settle(conn, touched, now)

@@ -40,6 +40,15 @@ ON CONFLICT (queue, key)
 DO NOTHING
 RETURNING id;
 
+-- name: job_insert_rows
+-- job_insert for jobs without a unique key (nothing to conflict with): the store repeats
+-- the row of placeholders once per job (crawlq.stores.sqlite.core.row_batches, which pads
+-- a batch with all-NULL rows: they insert nothing). The new ids come back.
+INSERT INTO crawlq_jobs (queue, task, args, kwargs, priority, run_at, state, max_attempts,
+                         lease_seconds, timeout, created_at, crawl_id, limit_key)
+SELECT * FROM (VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)) WHERE column1 IS NOT NULL
+RETURNING id;
+
 -- name: job_get_live_by_key
 SELECT id, state, priority, coalesce(own_run_at, run_at) AS run_at, args, kwargs, task,
        max_attempts, lease_seconds, timeout, followup, crawl_id, limit_key
@@ -371,6 +380,14 @@ RETURNING limit_key;
 INSERT INTO crawlq_seen (crawl_id, fp) VALUES (:crawl_id, :fp)
 ON CONFLICT DO NOTHING
 RETURNING 1;
+
+-- name: seen_insert_rows
+-- seen_insert for many (crawl_id, fp) pairs, its row of placeholders repeated as in
+-- job_insert_rows: the pairs that were new come back (a pair given twice, once).
+INSERT INTO crawlq_seen (crawl_id, fp)
+SELECT * FROM (VALUES (?, ?)) WHERE column1 IS NOT NULL
+ON CONFLICT DO NOTHING
+RETURNING crawl_id, fp;
 
 -- name: seen_has
 -- A row only if the crawl's seen set holds the fingerprint.

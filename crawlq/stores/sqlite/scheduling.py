@@ -10,6 +10,7 @@ import dataclasses
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlState, no_such_crawl
 from crawlq.jobs import JobSpec, Outcome, ScheduleResult
@@ -17,7 +18,7 @@ from crawlq.stores import states
 from crawlq.stores.checks import crawl_closed
 from crawlq.stores.codec import dumps, limits_from, on_finish_spec, request_params
 from crawlq.stores.conflict import Request, merge
-from crawlq.stores.sqlite.core import Q, SQLiteCore, row_request
+from crawlq.stores.sqlite.core import Q, SQLiteCore, row_batches, row_request
 from crawlq.types import JobId
 
 
@@ -67,6 +68,91 @@ class SQLiteScheduling(SQLiteCore):
         if drop_closed:
             return None
         raise crawl_closed(crawl_id, row["state"])
+
+    def _schedule_all(
+        self,
+        conn: sqlite3.Connection,
+        specs: Sequence[JobSpec],
+        now: float,
+        touched: Touched,
+        *,
+        drop_closed: bool = False,
+    ) -> list[ScheduleResult | None]:
+        """Schedule ``specs`` in order, each as ``_schedule_one`` would; a run of specs
+        without a unique key (a page's links, plain bulk jobs) in a few statements for the
+        whole run (``_schedule_keyless``)."""
+        results: list[ScheduleResult | None] = []
+        start = 0
+        for i, spec in enumerate(specs):
+            if spec.key is not None:
+                run = specs[start:i]
+                results += self._schedule_keyless(conn, run, now, touched, drop_closed)
+                results.append(
+                    self._schedule_one(conn, spec, now, touched, drop_closed=drop_closed)
+                )
+                start = i + 1
+        results += self._schedule_keyless(conn, specs[start:], now, touched, drop_closed)
+        return results
+
+    def _schedule_keyless(
+        self,
+        conn: sqlite3.Connection,
+        specs: Sequence[JobSpec],
+        now: float,
+        touched: Touched,
+        drop_closed: bool,
+    ) -> list[ScheduleResult | None]:
+        """Specs without a unique key (nothing to conflict with), in order: their crawls
+        read, then one statement for the fingerprints new to their crawls' seen sets (a
+        spec whose fingerprint was seen, by its crawl or an earlier spec, is SEEN) and one
+        for the jobs, each per 64 (``row_batches``)."""
+        results: list[ScheduleResult | None] = [None] * len(specs)
+        joining: list[tuple[int, JobSpec, sqlite3.Row | None]] = []
+        for i, spec in enumerate(specs):
+            crawl = None
+            if spec.crawl is not None:
+                crawl = self._open_crawl(conn, spec.crawl, touched, drop_closed=drop_closed)
+                if crawl is None:
+                    continue  # dropped: its result stays None
+            joining.append((i, spec, crawl))
+        pairs = [
+            (spec.crawl, spec.fingerprint)
+            for _, spec, _ in joining
+            if spec.crawl is not None and spec.fingerprint is not None
+        ]
+        new = {
+            (row[0], row[1])
+            for query, params in row_batches("seen_insert_rows", pairs)
+            for row in conn.execute(query, params)
+        }
+        rows: list[tuple[Any, ...]] = []
+        placed: list[tuple[int, str | None]] = []
+        for i, spec, crawl in joining:
+            if spec.crawl is not None and spec.fingerprint is not None:
+                pair = (spec.crawl, spec.fingerprint)
+                if pair not in new:
+                    results[i] = ScheduleResult(0, Outcome.SEEN)
+                    continue
+                new.discard(pair)  # a later spec with the same fingerprint is SEEN
+            request = Request.from_spec(spec, now)
+            state, reconcile = self._new_state(conn, spec.queue, request, now, touched, crawl)
+            p = request_params(request)
+            rows.append(
+                (spec.queue, p["task"], p["args"], p["kwargs"], p["priority"], p["run_at"],
+                 state, p["max_attempts"], p["lease_seconds"], p["timeout"], now,
+                 request.crawl, request.limit_key)
+            )  # fmt: skip
+            placed.append((i, reconcile))
+        ids = sorted(  # ids grow in insertion order (AUTOINCREMENT)
+            int(row[0])
+            for query, params in row_batches("job_insert_rows", rows)
+            for row in conn.execute(query, params)
+        )
+        for (i, reconcile), job_id in zip(placed, ids, strict=True):
+            results[i] = ScheduleResult(job_id, Outcome.CREATED)
+            if reconcile is not None:
+                touched.keys.add(reconcile)
+        return results
 
     def _schedule_one(
         self,
@@ -137,14 +223,42 @@ class SQLiteScheduling(SQLiteCore):
         touched: Touched,
         crawl: sqlite3.Row | None,
     ) -> JobId | None:
-        """Insert a pending job unless (queue, key) is live: held in a paused crawl,
-        waiting behind its limit key (reconciled when the transaction settles), else ready
-        or scheduled by run_at. A key with no front and room under its cap when first used
-        in the transaction takes the job as its front at once if no other spec of the call
-        uses the key (``lone_keys``) and the key's gate is not later than the job's run_at
-        (else ``_reconcile`` makes it the front, due at the gate); a key with a front or
-        at its cap is not reconciled (whatever takes its front or a running job away
-        later notes the key itself)."""
+        """Insert a pending job unless (queue, key) is live, in the state ``_new_state``
+        gives it."""
+        state, reconcile = self._new_state(conn, queue, request, now, touched, crawl)
+        params = {
+            **request_params(request),
+            "now": now,
+            "queue": queue,
+            "key": key,
+            "state": state,
+            "crawl_id": request.crawl,
+            "limit_key": request.limit_key,
+        }
+        rows = conn.execute(Q["job_insert"], params).fetchall()
+        if not rows:
+            return None
+        if reconcile is not None:
+            touched.keys.add(reconcile)
+        return int(rows[0][0])
+
+    def _new_state(
+        self,
+        conn: sqlite3.Connection,
+        queue: str,
+        request: Request,
+        now: float,
+        touched: Touched,
+        crawl: sqlite3.Row | None,
+    ) -> tuple[str, str | None]:
+        """The state a new pending job starts in: held in a paused crawl, waiting behind
+        its limit key (reconciled when the transaction settles), else ready or scheduled
+        by run_at; and the limit key to reconcile once it is inserted, if any. A key with
+        no front and room under its cap when first used in the transaction takes the job
+        as its front at once if no other spec of the call uses the key (``lone_keys``) and
+        the key's gate is not later than the job's run_at (else ``_reconcile`` makes it
+        the front, due at the gate); a key with a front or at its cap is not reconciled
+        (whatever takes its front or a running job away later notes the key itself)."""
         limit_key = request.limit_key
         paused = crawl is not None and crawl["state"] == CrawlState.PAUSED
         state = states.pending_state(paused, limit_key is not None, request.run_at <= now)
@@ -162,21 +276,9 @@ class SQLiteScheduling(SQLiteCore):
                 and key_gate(record) <= request.run_at
             ):
                 state = states.pending_state(False, False, request.run_at <= now)
-        params = {
-            **request_params(request),
-            "now": now,
-            "queue": queue,
-            "key": key,
-            "state": state,
-            "crawl_id": request.crawl,
-            "limit_key": limit_key,
-        }
-        rows = conn.execute(Q["job_insert"], params).fetchall()
-        if not rows:
-            return None
         if state == "waiting" and limit_key is not None and may_front:
-            touched.keys.add(limit_key)
-        return int(rows[0][0])
+            return state, limit_key
+        return state, None
 
     def _spawn_followups(
         self, conn: sqlite3.Connection, rows: list[sqlite3.Row], now: float, touched: Touched

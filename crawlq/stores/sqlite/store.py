@@ -111,6 +111,7 @@ class SQLiteStore(
             timeout=self.settings.busy_timeout,
             isolation_level=None,
             check_same_thread=False,
+            cached_statements=256,  # every query of the store stays prepared
         )
         conn.row_factory = sqlite3.Row
         add_functions(conn)
