@@ -472,6 +472,54 @@ def test_the_same_store_works_after_a_server_restart(
     store.close()
 
 
+def test_function_calls_keep_connections_of_their_own(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    """Function calls go out on connections the store keeps (``LuaRunner._fcall``): as
+    many as calls ran at once; an error reply keeps its connection; a connection the
+    server dropped fails one call (which did not run: nothing is lost or doubled) and
+    reconnects on its next use; ``close`` closes them all."""
+    store = open_on(server.url, prefix)
+    assert isinstance(store, RedisStore) and store._lua.functions
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    threads = [
+        threading.Thread(target=lambda: [store.job_schedule([spec()]) for _ in range(50)])
+        for _ in range(6)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    kept = len(store._lua._idle)
+    assert 1 <= kept <= 6, kept
+
+    client.function_flush()  # the next call's error reply: the library is loaded again
+    store.job_schedule([spec()])
+    assert len(store._lua._idle) == kept, "the error reply kept its connection"
+
+    client.client_kill_filter(_type="normal", skipme=True)  # every store connection
+    scheduled, failed = 301, 0
+    while failed < 2 * kept + 1:
+        try:
+            store.job_schedule([spec()])
+            scheduled += 1
+        except crawlq.StoreUnavailable:
+            failed += 1
+            continue
+        if scheduled >= 301 + 2 * kept:
+            break
+    assert 1 <= failed <= kept, "each dropped connection fails one call at most"
+    assert store.queue_stats()[0].due == scheduled, "nothing lost, nothing run twice"
+
+    def ours() -> int:
+        return sum(c["cmd"] == "fcall" for c in client.client_list(_type="normal"))
+
+    assert ours() >= 1
+    store.close()
+    assert store._lua._idle == [] and ours() == 0
+    client.close()
+
+
 def test_driver_errors_become_store_errors_with_their_cause(
     server: servers.PrivateRedis, prefix: str
 ) -> None:

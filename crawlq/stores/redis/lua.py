@@ -26,6 +26,7 @@ ARGV that starts with ``begin`` (``_with_parts``), so a part's body is written o
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Sequence
 from importlib import resources
@@ -116,6 +117,9 @@ class LuaRunner:
     def __init__(self, client: redis.Redis, functions: bool) -> None:
         self._client = client
         self.functions = functions
+        self._idle: list[redis.Connection] = []
+        """Connections between two ``_fcall``s (list.pop and append hold the GIL)."""
+        self._pid = os.getpid()
         self.scripts: dict[str, Script] = (
             {} if functions else {name: client.register_script(s) for name, s in SOURCES.items()}
         )
@@ -124,12 +128,41 @@ class LuaRunner:
         if not self.functions:
             return self.scripts[script](keys=[], args=args)
         try:
-            return self._client.fcall(FUNCTIONS[script], 0, *args)
+            return self._fcall(FUNCTIONS[script], args)
         except redis.ResponseError as exc:
             if "function not found" not in str(exc).lower():
                 raise
         self._client.function_load(LIBRARY_SOURCE, replace=True)
-        return self._client.fcall(FUNCTIONS[script], 0, *args)
+        return self._fcall(FUNCTIONS[script], args)
+
+    def _fcall(self, function: str, args: Sequence[str | bytes]) -> Any:
+        """``FCALL function 0 *args`` on a connection of the runner's own (made as the
+        client's pool makes its own), past the client's per-command layers (its retries,
+        which are off, its pool's bookkeeping and metrics): a call costs its packing and
+        one round trip. A connection that failed on the way is closed, and reconnects
+        when next used; an error reply leaves it as it is."""
+        if self._pid != os.getpid():  # forked: the parent's sockets are not this process's
+            self._idle, self._pid = [], os.getpid()
+        try:
+            conn = self._idle.pop()
+        except IndexError:
+            pool = self._client.connection_pool
+            conn = pool.connection_class(**pool.connection_kwargs)
+        try:
+            conn.send_command("FCALL", function, 0, *args)  # type: ignore[no-untyped-call]
+            return conn.read_response()
+        except redis.ResponseError:
+            raise
+        except BaseException:
+            conn.disconnect()  # type: ignore[no-untyped-call]
+            raise
+        finally:
+            self._idle.append(conn)
+
+    def close(self) -> None:
+        """Close the runner's connections (as many as calls ever ran at once)."""
+        while self._idle:
+            self._idle.pop().disconnect()  # type: ignore[no-untyped-call]
 
     def after_pop(
         self, wake_list: str, timeout: float, script: str, args: Sequence[str | bytes]

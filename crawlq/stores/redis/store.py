@@ -170,6 +170,7 @@ class RedisStore(
         for pubsub in pubsubs:
             with suppress(redis.RedisError, OSError):
                 pubsub.close()
+        self._lua.close()
         self._client.close()
 
 
