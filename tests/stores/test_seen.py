@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 from store_helpers import (
@@ -23,7 +24,7 @@ from store_helpers import (
 
 from crawlq.exceptions import ConfigurationError, CrawlNotFound
 from crawlq.fingerprint import FINGERPRINT_BYTES, fingerprint
-from crawlq.jobs import JobState, Outcome, ScheduleResult
+from crawlq.jobs import Job, JobState, Outcome, ScheduleResult
 from crawlq.stores.base import JobFilter, Store
 
 
@@ -135,33 +136,42 @@ def test_a_long_mixed_batch_keeps_each_result_with_its_own_spec(store: Store) ->
     """150 specs in one call, long enough that a store may write them in several
     statements: most without a key (as a page's links and a bulk schedule are), every
     seventh fingerprinted in a crawl with a limit key (a fingerprint given again later in
-    the batch is seen), three with a unique key. Each result is its own spec's, the
-    created ids grow in spec order and each job holds its own spec's fields."""
+    the batch is seen), some with a new unique key, some with the key of an earlier spec
+    or of a job live before the call (merged into it). Each result is its own spec's, the
+    created ids grow in spec order and each job holds the fields of the spec that made
+    it or was merged into it last."""
     c = open_crawl(store)
+    [live] = schedule(store, spec(key="live", args=[-1]))
     specs = []
     for i in range(150):
         if i % 50 == 25:
             specs.append(spec(key=f"k{i}", args=[i], timeout=1.5))
+        elif i % 50 == 40:
+            specs.append(spec(key=f"k{i - 15}", args=[i], priority=9))  # replaces k{i-15}
+        elif i == 100:
+            specs.append(spec(key="live", args=[i]))
         elif i % 7 == 0:
             specs.append(spec(crawl=c, fingerprint=fp(i % 21), args=[i], limit_key=f"h{i % 2}"))
         else:
             fields = {"priority": i % 3, "delay": i % 5 + 0.25, "max_attempts": 1 + i % 4}
             specs.append(spec(args=[i], kwargs={"i": i}, lease_seconds=30.0 + i, **fields))
-    seen = {i for i in range(21, 150, 7)}  # fp(i % 21) is new at 0, 7 and 14 only
+    merged = {i: i - 15 for i in range(150) if i % 50 == 40}
+    seen = set(range(21, 150, 7)) - set(merged)  # fp(i % 21) is new at 0, 7 and 14 only
     results = schedule(store, *specs)
-    assert [r.outcome for r in results] == [
-        Outcome.SEEN if i in seen else Outcome.CREATED for i in range(150)
-    ]
+    assert results[100] == ScheduleResult(live.job_id, Outcome.UPDATED)
+    assert get_job(store, live.job_id).args == [100]
+    for i, earlier in merged.items():
+        assert results[i] == ScheduleResult(results[earlier].job_id, Outcome.UPDATED)
     assert all(results[i] == ScheduleResult(0, Outcome.SEEN) for i in seen)
-    created = [(i, r.job_id) for i, r in enumerate(results) if i not in seen]
+    created = [(i, r.job_id) for i, r in enumerate(results) if i not in seen | {100, *merged}]
+    assert all(results[i].outcome is Outcome.CREATED for i, _ in created)
     assert [job_id for _, job_id in created] == sorted({job_id for _, job_id in created})
+    assert live.job_id < created[0][1]
     for i, job_id in created:
-        job, wanted = store.job_get(job_id), specs[i]
-        assert job is not None and (job.args, job.kwargs, job.key) == (
-            [i],
-            wanted.kwargs,
-            wanted.key,
-        )
+        job, wanted = get_job(store, job_id), specs[i]
+        if i + 15 in merged:
+            wanted = replace(specs[i + 15], timeout=None)
+        assert (job.args, job.kwargs, job.key) == (wanted.args, wanted.kwargs, specs[i].key)
         assert (job.priority, job.max_attempts, job.lease_seconds, job.timeout) == (
             wanted.priority,
             wanted.max_attempts,
@@ -173,6 +183,12 @@ def test_a_long_mixed_batch_keeps_each_result_with_its_own_spec(store: Store) ->
             assert job.run_at == T0 + wanted.delay
     assert crawl_of(store, c).seen == 3
     assert crawl_counts(store, c) == (4, 0, 0, 0, 0)  # 3 + the keep-open job
+
+
+def get_job(store: Store, job_id: int) -> Job:
+    job = store.job_get(job_id)
+    assert job is not None
+    return job
 
 
 def test_a_seen_spec_writes_nothing_not_even_a_conflict_update(store: Store) -> None:

@@ -41,13 +41,21 @@ DO NOTHING
 RETURNING id;
 
 -- name: job_insert_rows
--- job_insert for jobs without a unique key (nothing to conflict with): the store repeats
--- the row of placeholders once per job (crawlq.stores.sqlite.core.row_batches, which pads
--- a batch with all-NULL rows: they insert nothing). The new ids come back.
-INSERT INTO crawlq_jobs (queue, task, args, kwargs, priority, run_at, state, max_attempts,
-                         lease_seconds, timeout, created_at, crawl_id, limit_key)
-SELECT * FROM (VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)) WHERE column1 IS NOT NULL
+-- job_insert for jobs whose keys have no live job (the store checks: job_live_keys; a
+-- conflict here is an error, not a merge): the store repeats the row of placeholders
+-- once per job (crawlq.stores.sqlite.core.row_batches, which pads a batch with all-NULL
+-- rows: they insert nothing). The new ids come back.
+INSERT INTO crawlq_jobs (queue, key, task, args, kwargs, priority, run_at, state,
+                         max_attempts, lease_seconds, timeout, created_at, crawl_id,
+                         limit_key)
+SELECT * FROM (VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)) WHERE column1 IS NOT NULL
 RETURNING id;
+
+-- name: job_live_keys
+-- Which of :pairs (a JSON list of [queue, key]) have a live job.
+SELECT queue, key FROM crawlq_jobs
+WHERE (queue, key) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:pairs))
+  AND key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running');
 
 -- name: job_get_live_by_key
 SELECT id, state, priority, coalesce(own_run_at, run_at) AS run_at, args, kwargs, task,

@@ -78,23 +78,39 @@ class SQLiteScheduling(SQLiteCore):
         *,
         drop_closed: bool = False,
     ) -> list[ScheduleResult | None]:
-        """Schedule ``specs`` in order, each as ``_schedule_one`` would; a run of specs
-        without a unique key (a page's links, plain bulk jobs) in a few statements for the
-        whole run (``_schedule_keyless``)."""
+        """Schedule ``specs`` as ``_schedule_one`` would, one after the other, in a few
+        statements for a run of them (``_schedule_run``): a run ends before a spec whose
+        unique key has a live job (before the call, or from an earlier spec of it), which
+        goes alone. A page's links, a bulk schedule and a batch of fresh keys are one run.
+        """
+        if len(specs) == 1:
+            return [self._schedule_one(conn, specs[0], now, touched, drop_closed=drop_closed)]
+        taken = self._live_keys(conn, specs)
         results: list[ScheduleResult | None] = []
         start = 0
         for i, spec in enumerate(specs):
-            if spec.key is not None:
-                run = specs[start:i]
-                results += self._schedule_keyless(conn, run, now, touched, drop_closed)
-                results.append(
-                    self._schedule_one(conn, spec, now, touched, drop_closed=drop_closed)
-                )
-                start = i + 1
-        results += self._schedule_keyless(conn, specs[start:], now, touched, drop_closed)
+            if spec.key is None:
+                continue
+            if (spec.queue, spec.key) not in taken:
+                taken.add((spec.queue, spec.key))  # a later spec with it meets its job
+                continue
+            results += self._schedule_run(conn, specs[start:i], now, touched, drop_closed)
+            results.append(self._schedule_one(conn, spec, now, touched, drop_closed=drop_closed))
+            start = i + 1
+        results += self._schedule_run(conn, specs[start:], now, touched, drop_closed)
         return results
 
-    def _schedule_keyless(
+    @staticmethod
+    def _live_keys(conn: sqlite3.Connection, specs: Sequence[JobSpec]) -> set[tuple[str, str]]:
+        """The (queue, key) pairs of ``specs`` that have a live job (none read when no spec
+        has a key)."""
+        pairs = [[spec.queue, spec.key] for spec in specs if spec.key is not None]
+        if not pairs:
+            return set()
+        rows = conn.execute(Q["job_live_keys"], {"pairs": dumps(pairs)})
+        return {(row[0], row[1]) for row in rows}
+
+    def _schedule_run(
         self,
         conn: sqlite3.Connection,
         specs: Sequence[JobSpec],
@@ -102,10 +118,10 @@ class SQLiteScheduling(SQLiteCore):
         touched: Touched,
         drop_closed: bool,
     ) -> list[ScheduleResult | None]:
-        """Specs without a unique key (nothing to conflict with), in order: their crawls
-        read, then one statement for the fingerprints new to their crawls' seen sets (a
-        spec whose fingerprint was seen, by its crawl or an earlier spec, is SEEN) and one
-        for the jobs, each per 64 (``row_batches``)."""
+        """Specs none of whose keys is live (each makes a new job unless seen), in order:
+        their crawls read, then one statement for the fingerprints new to their crawls'
+        seen sets (a spec whose fingerprint was seen, by its crawl or an earlier spec, is
+        SEEN) and one for the jobs, each per 64 (``row_batches``)."""
         results: list[ScheduleResult | None] = [None] * len(specs)
         joining: list[tuple[int, JobSpec, sqlite3.Row | None]] = []
         for i, spec in enumerate(specs):
@@ -138,8 +154,8 @@ class SQLiteScheduling(SQLiteCore):
             state, reconcile = self._new_state(conn, spec.queue, request, now, touched, crawl)
             p = request_params(request)
             rows.append(
-                (spec.queue, p["task"], p["args"], p["kwargs"], p["priority"], p["run_at"],
-                 state, p["max_attempts"], p["lease_seconds"], p["timeout"], now,
+                (spec.queue, spec.key, p["task"], p["args"], p["kwargs"], p["priority"],
+                 p["run_at"], state, p["max_attempts"], p["lease_seconds"], p["timeout"], now,
                  request.crawl, request.limit_key)
             )  # fmt: skip
             placed.append((i, reconcile))
