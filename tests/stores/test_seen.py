@@ -7,6 +7,7 @@ import hashlib
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from store_helpers import (
@@ -153,7 +154,8 @@ def test_a_long_mixed_batch_keeps_each_result_with_its_own_spec(store: Store) ->
         elif i % 7 == 0:
             specs.append(spec(crawl=c, fingerprint=fp(i % 21), args=[i], limit_key=f"h{i % 2}"))
         else:
-            fields = {"priority": i % 3, "delay": i % 5 + 0.25, "max_attempts": 1 + i % 4}
+            fields: dict[str, Any] = {"priority": i % 3, "delay": i % 5 + 0.25}
+            fields["max_attempts"] = 1 + i % 4
             specs.append(spec(args=[i], kwargs={"i": i}, lease_seconds=30.0 + i, **fields))
     merged = {i: i - 15 for i in range(150) if i % 50 == 40}
     seen = set(range(21, 150, 7)) - set(merged)  # fp(i % 21) is new at 0, 7 and 14 only
