@@ -136,11 +136,16 @@ class LuaRunner:
         return self._fcall(FUNCTIONS[script], args)
 
     def _fcall(self, function: str, args: Sequence[str | bytes]) -> Any:
-        """``FCALL function 0 *args`` on a connection of the runner's own (made as the
+        """``FCALL function 0 *args`` on one of the runner's connections (``_sent``)."""
+        return self._sent([("FCALL", function, 0, *args)])[-1]
+
+    def _sent(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send ``commands`` in one write on a connection of the runner's own (made as the
         client's pool makes its own), past the client's per-command layers (its retries,
-        which are off, its pool's bookkeeping and metrics): a call costs its packing and
-        one round trip. A connection that failed on the way is closed, and reconnects
-        when next used; an error reply leaves it as it is."""
+        which are off, its pool's bookkeeping and metrics), and read their replies: a
+        call costs its packing and one round trip. The last command's error reply is
+        raised, the others' are returned; an error reply leaves the connection as it is,
+        and one that failed on the way is closed (it reconnects when next used)."""
         if self._pid != os.getpid():  # forked: the parent's sockets are not this process's
             self._idle, self._pid = [], os.getpid()
         try:
@@ -149,8 +154,15 @@ class LuaRunner:
             pool = self._client.connection_pool
             conn = pool.connection_class(**pool.connection_kwargs)
         try:
-            conn.send_command("FCALL", function, 0, *args)  # type: ignore[no-untyped-call]
-            return conn.read_response()
+            conn.send_packed_command(conn.pack_commands(commands))  # type: ignore[no-untyped-call]
+            replies: list[Any] = []
+            for _ in commands[1:]:
+                try:
+                    replies.append(conn.read_response())
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+            replies.append(conn.read_response())
+            return replies
         except redis.ResponseError:
             raise
         except BaseException:
@@ -172,16 +184,14 @@ class LuaRunner:
         in one round trip. Returns the script's reply; what the pop returned does not
         matter (a wake-up, the timeout, or an error: the script runs either way). A
         script the server does not have did not run: it is loaded and run now."""
-        pipe = self._client.pipeline(transaction=False)
-        pipe.blpop([wake_list], timeout=timeout)
         if self.functions:
-            pipe.fcall(FUNCTIONS[script], 0, *args)
+            call: tuple[Any, ...] = ("FCALL", FUNCTIONS[script], 0, *args)
         else:
-            pipe.evalsha(self.scripts[script].sha, 0, *args)
-        _popped, reply = pipe.execute(raise_on_error=False)
-        if isinstance(reply, redis.ResponseError):
-            missing = "function not found" in str(reply).lower()
-            if missing or isinstance(reply, redis.exceptions.NoScriptError):
+            call = ("EVALSHA", self.scripts[script].sha, 0, *args)
+        try:
+            return self._sent([("BLPOP", wake_list, timeout), call])[-1]
+        except redis.ResponseError as exc:
+            missing = "function not found" in str(exc).lower()
+            if missing or isinstance(exc, redis.exceptions.NoScriptError):
                 return self(script, args)
-            raise reply
-        return reply
+            raise
