@@ -164,11 +164,13 @@ def encode_arguments(
 ) -> tuple[list[JSONValue], dict[str, JSONValue]]:
     """Check that arguments are JSON and fit ``max_bytes`` once encoded; return them as
     lists and dicts. Errors name the task and the argument."""
-    for i, value in enumerate(args):
-        label = names[i] if i < len(names) else f"#{i}"
-        _check(value, f"argument {label!r} of task {task!r}")
-    for name, value in kwargs.items():
-        _check(value, f"argument {name!r} of task {task!r}")
+    flat = all(map(_flat, args)) and all(map(_flat, kwargs.values()))
+    if not flat:
+        for i, value in enumerate(args):
+            label = names[i] if i < len(names) else f"#{i}"
+            _check(value, f"argument {label!r} of task {task!r}")
+        for name, value in kwargs.items():
+            _check(value, f"argument {name!r} of task {task!r}")
     text = json.dumps([args, kwargs], separators=(",", ":"))  # one pass: size and copy
     size = len(text) if text.isascii() else len(text.encode())
     if size > max_bytes:
@@ -182,8 +184,19 @@ def encode_arguments(
             "data elsewhere (a file, object storage) and pass its location, or raise "
             "App(max_payload_bytes=...)"
         )
+    if flat:  # None, bool, int, str and finite floats: a copy is what JSON gives back
+        return list(args), dict(kwargs)
     plain_args, plain_kwargs = json.loads(text)  # tuples become lists, nothing is shared
     return plain_args, plain_kwargs
+
+
+def _flat(value: object) -> bool:
+    """``value`` is None, a bool, int or str, or a finite float, of that very type (a
+    subclass, such as an IntEnum, may encode otherwise: it takes the general path)."""
+    kind = type(value)
+    if kind is str or kind is int or value is None or kind is bool:
+        return True
+    return kind is float and math.isfinite(value)  # type: ignore[arg-type]
 
 
 def encode_result(task: str, value: Any, *, max_bytes: int) -> JSONValue:

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import enum
+import json
 import math
 
 import pytest
@@ -19,6 +21,37 @@ def test_json_values_pass_and_tuples_become_lists() -> None:
     )
     assert args == [["a", 1], {"k": [None, True, 1.5]}]
     assert kwargs == {"x": "y"}
+
+
+class Level(enum.IntEnum):
+    DEEP = 3
+
+
+class Url(str):
+    def __str__(self) -> str:
+        return "shown"
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        ("https://a.example/", 2, 1.5, True, None, "\ud800"),
+        (Level.DEEP, "u"),
+        (Url("https://b.example/"), 0),
+        (1.0, -0.0, 2**70),
+    ],
+)
+def test_flat_arguments_come_back_as_json_gives_them(values: tuple[object, ...]) -> None:
+    """Arguments of plain scalars are copied, not sent through JSON and back: what comes
+    back is equal, of the same types, to what the JSON round trip gives."""
+    kwargs = {"k": values[0]}
+    args, kwargs_out = encode_arguments("t", values, kwargs, max_bytes=1000)
+    expected = json.loads(json.dumps([list(values), kwargs]))
+    assert [args, kwargs_out] == expected
+    assert [type(v) for v in [*args, *kwargs_out.values()]] == [
+        type(v) for v in [*expected[0], *expected[1].values()]
+    ]
+    assert type(args) is list and type(kwargs_out) is dict and kwargs_out is not kwargs
 
 
 @pytest.mark.parametrize(
