@@ -56,6 +56,9 @@ def test_claim_by_ids_and_lease_sweep_use_indexes(db: sqlite3.Connection) -> Non
     assert "INTEGER PRIMARY KEY" in claim
     sweep = plan(db, Q["job_expire_leases"], {**LEASE_EXPIRED, "now": 0.0})
     assert "crawlq_jobs_lease (lease_expires_at<?)" in sweep
+    live = plan(db, Q["job_live_keys"], {"pairs": '[["q", "a"], ["q", "b"]]'})
+    assert "SEARCH crawlq_jobs USING INDEX crawlq_jobs_key (queue=? AND key=?)" in live
+    assert "SCAN crawlq_jobs" not in live
 
 
 def test_a_write_lock_held_too_long_becomes_store_unavailable(tmp_path: Path) -> None:

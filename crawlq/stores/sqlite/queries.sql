@@ -54,7 +54,8 @@ RETURNING id;
 -- name: job_live_keys
 -- Which of :pairs (a JSON list of [queue, key]) have a live job.
 SELECT queue, key FROM crawlq_jobs
-WHERE (queue, key) IN (SELECT value ->> 0, value ->> 1 FROM json_each(:pairs))
+WHERE (queue, key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                       FROM json_each(:pairs))
   AND key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running');
 
 -- name: job_get_live_by_key
