@@ -118,7 +118,7 @@ class LuaRunner:
         self._client = client
         self.functions = functions
         self._idle: list[redis.Connection] = []
-        """Connections between two ``_fcall``s (list.pop and append hold the GIL)."""
+        """Connections between two ``_sent`` calls (list.pop and append hold the GIL)."""
         self._pid = os.getpid()
         self.scripts: dict[str, Script] = (
             {} if functions else {name: client.register_script(s) for name, s in SOURCES.items()}

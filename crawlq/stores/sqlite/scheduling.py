@@ -83,8 +83,9 @@ class SQLiteScheduling(SQLiteCore):
         unique key has a live job (before the call, or from an earlier spec of it), which
         goes alone. A page's links, a bulk schedule and a batch of fresh keys are one run.
         """
-        if len(specs) == 1:
-            return [self._schedule_one(conn, specs[0], now, touched, drop_closed=drop_closed)]
+        if len(specs) <= 1:  # a completion without children costs nothing here
+            one = self._schedule_one
+            return [one(conn, spec, now, touched, drop_closed=drop_closed) for spec in specs]
         taken = self._live_keys(conn, specs)
         results: list[ScheduleResult | None] = []
         start = 0
