@@ -44,14 +44,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-from cronsim import CronSim, CronSimError
+from typing import TYPE_CHECKING
 
 from crawlq.exceptions import ConfigurationError
 from crawlq.jobs import ConflictPolicy, JobSpec
 from crawlq.payload import check_name, check_seconds
 from crawlq.types import Timestamp
+
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
+
+# zoneinfo (which reads sysconfig) and cronsim are imported where a schedule first needs
+# them: a worker or producer whose app has no schedule does not load them.
 
 DEFAULT_GRACE = 60.0
 """Seconds a fire time may be found late and still fire as itself (see the module)."""
@@ -127,6 +131,8 @@ def duration_text(seconds: float) -> str:
 
 
 def _zone(tz: str) -> ZoneInfo:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
     try:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):
@@ -179,6 +185,8 @@ class Periodic:
         object.__setattr__(self, "spec", replace(self.spec, delay=0.0, run_at=None))
 
     def _check_cron(self) -> None:
+        from cronsim import CronSim, CronSimError
+
         assert self.cron is not None
         fields = self.cron.split()
         try:
@@ -204,10 +212,11 @@ class Periodic:
         if self.every is not None:
             window = (math.floor(t / self.every) + 1) * self.every
             return window if window > t else window + self.every
+        from cronsim import CronSim
+
         assert self.cron is not None and self._zone is not None
         zone = UTC if self.tz == "UTC" else self._zone
-        start = datetime.fromtimestamp(t, zone)
-        return next(CronSim(self.cron, start)).timestamp()
+        return next(CronSim(self.cron, datetime.fromtimestamp(t, zone))).timestamp()
 
     def fire_times(self, start: Timestamp, end: Timestamp) -> list[Timestamp]:
         """The fire times in (start, end], in order."""

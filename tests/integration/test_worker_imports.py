@@ -43,6 +43,10 @@ NOT_FOR_PLAIN_JOBS = (
     "crawlq.cli.web",
 )
 
+NOT_WITHOUT_SCHEDULES = ("cronsim", "zoneinfo")
+"""What only a periodic schedule needs (crawlq.periodic imports them when one is made);
+psycopg imports zoneinfo itself, so a PostgreSQL worker has it anyway."""
+
 
 def modules_loaded(procs: Processes, app: crawlq.App, runtime: str = "thread") -> list[str]:
     """What a burst ``crawlq worker`` had imported when it ran the task ``modules`` (with
@@ -73,6 +77,8 @@ def test_a_worker_without_crawl_jobs_does_not_import_the_crawler(procs: Processe
     try:
         loaded = modules_loaded(procs, app)
         assert [name for name in NOT_FOR_PLAIN_JOBS if name in loaded] == []
+        unneeded = [name for name in NOT_WITHOUT_SCHEDULES if name in loaded]
+        assert unneeded == (["zoneinfo"] if "psycopg" in loaded else [])
     finally:
         app.close()
 

@@ -358,6 +358,9 @@ def test_every_script_is_one_function_of_one_library(
     names = [dict(zip(f[::2], f[1::2], strict=True))["name"] for f in library["functions"]]
     assert sorted(names) == sorted(FUNCTIONS.values())
     assert len(FUNCTIONS) == len(SCRIPTS) and LIBRARY.startswith("crawlq_")
+    assert isinstance(store, RedisStore) and store._lua._scripts == {}, (
+        "a store that calls functions builds no EVALSHA source (each holds the prelude)"
+    )
     store.close()
 
 
@@ -382,6 +385,9 @@ def test_without_functions_the_same_scripts_go_by_evalsha(
     _round_trip(store, 5)
     assert _calls(client, "evalsha") >= evalsha + 6
     assert _calls(client, "fcall") == fcall
+    assert isinstance(store, RedisStore)
+    built = set(store._lua._scripts)
+    assert "job_schedule_plain" in built and built < set(SCRIPTS), "only the scripts run"
     store.close()
 
 

@@ -73,29 +73,36 @@ HEAD, BODIES = _read_sources()
 SCRIPTS = tuple(BODIES)
 """The names of the scripts: the files of the scripts folder."""
 
-SOURCES = {
-    name: "local ARGV, PREFIX = ARGV, ARGV[1]\n" + HEAD + "begin(ARGV)\n" + body
-    for name, body in BODIES.items()
-}
-"""Each script as ``EVALSHA`` runs it: the whole prelude, then the script."""
+
+def script_source(name: str) -> str:
+    """The script ``name`` as ``EVALSHA`` runs it: the whole prelude, then the script.
+    Built when a runner in that mode first runs it (each is the prelude's size, so all of
+    them, built up front, would take megabytes in every process that only calls
+    functions)."""
+    return "local ARGV, PREFIX = ARGV, ARGV[1]\n" + HEAD + "begin(ARGV)\n" + BODIES[name]
 
 
-def _library() -> tuple[str, str]:
-    """The library's name and source: the prelude once, then each script as a function
-    (``function(KEYS, ARGV)``, so a script's body reads its arguments as it does in
-    ``SOURCES``)."""
+def _library_source(name: str) -> str:
+    """The library's source under ``name``: the prelude once, then each script as a
+    function (``function(KEYS, ARGV)``, so a script's body reads its arguments as it
+    does in ``script_source``)."""
     functions = "".join(
-        f"redis.register_function('@_{name}', function(KEYS, ARGV)\nbegin(ARGV)\n{body}\nend)\n"
-        for name, body in BODIES.items()
+        f"redis.register_function('{name}_{script}', function(KEYS, ARGV)\n"
+        f"begin(ARGV)\n{body}\nend)\n"
+        for script, body in BODIES.items()
     )
-    source = "local ARGV, PREFIX\n" + HEAD + functions
-    name = "crawlq_" + hashlib.sha1(source.encode()).hexdigest()[:12]
-    return name, f"#!lua name={name}\n" + source.replace("'@_", f"'{name}_")
+    return f"#!lua name={name}\nlocal ARGV, PREFIX\n{HEAD}{functions}"
 
 
-LIBRARY, LIBRARY_SOURCE = _library()
+LIBRARY = "crawlq_" + hashlib.sha1(_library_source("").encode()).hexdigest()[:12]
+"""The library's name, from its source: its source is built again only to load it."""
 FUNCTIONS = {name: f"{LIBRARY}_{name}" for name in BODIES}
 """Each script's function name in the library."""
+
+
+def library_source() -> str:
+    """What ``FUNCTION LOAD`` gets: the library named ``LIBRARY``."""
+    return _library_source(LIBRARY)
 
 
 def server_version(client: redis.Redis) -> tuple[int, ...]:
@@ -120,19 +127,24 @@ class LuaRunner:
         self._idle: list[redis.Connection] = []
         """Connections between two ``_sent`` calls (list.pop and append hold the GIL)."""
         self._pid = os.getpid()
-        self.scripts: dict[str, Script] = (
-            {} if functions else {name: client.register_script(s) for name, s in SOURCES.items()}
-        )
+        self._scripts: dict[str, Script] = {}
+
+    def script(self, name: str) -> Script:
+        """The ``EVALSHA`` script ``name``, made when first run (``script_source``)."""
+        found = self._scripts.get(name)
+        if found is None:
+            found = self._scripts[name] = self._client.register_script(script_source(name))
+        return found
 
     def __call__(self, script: str, args: Sequence[str | bytes]) -> Any:
         if not self.functions:
-            return self.scripts[script](keys=[], args=args)
+            return self.script(script)(keys=[], args=args)
         try:
             return self._fcall(FUNCTIONS[script], args)
         except redis.ResponseError as exc:
             if "function not found" not in str(exc).lower():
                 raise
-        self._client.function_load(LIBRARY_SOURCE, replace=True)
+        self._client.function_load(library_source(), replace=True)
         return self._fcall(FUNCTIONS[script], args)
 
     def _fcall(self, function: str, args: Sequence[str | bytes]) -> Any:
@@ -187,7 +199,7 @@ class LuaRunner:
         if self.functions:
             call: tuple[Any, ...] = ("FCALL", FUNCTIONS[script], 0, *args)
         else:
-            call = ("EVALSHA", self.scripts[script].sha, 0, *args)
+            call = ("EVALSHA", self.script(script).sha, 0, *args)
         try:
             return self._sent([("BLPOP", wake_list, timeout), call])[-1]
         except redis.ResponseError as exc:
