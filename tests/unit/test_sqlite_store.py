@@ -333,3 +333,47 @@ def test_a_page_s_links_take_two_statements_however_many_they_are(tmp_path: Path
         assert crawl.id is not None and store.crawl_get(crawl.id).seen == 30  # type: ignore[union-attr]
     finally:
         store.close()
+
+
+def test_a_fingerprint_the_store_knows_is_seen_is_not_asked_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A (crawl, fingerprint) pair the store put in, or found in, its crawl's seen set is
+    SEEN without a statement: a seen set only grows. A write that rolls back forgets
+    what the store learnt in it, since its inserts are undone."""
+    store = SQLiteStore(SQLiteSettings(path=str(tmp_path / "jobs.db")))
+    try:
+        keep_open = JobSpec(queue="q", task="keep", delay=3600.0)
+        crawl = store.crawl_create(CrawlSpec(name="c"), [keep_open], now=T0)
+        assert crawl.id is not None
+
+        def link(i: int) -> JobSpec:
+            fp = i.to_bytes(16, "big")
+            return JobSpec(queue="q", task="page", args=[i], crawl=crawl.id, fingerprint=fp)
+
+        def outcomes(specs: list[JobSpec]) -> tuple[list[str], list[str]]:
+            results: list[str] = []
+            trace = _traced(
+                store,
+                lambda: results.extend(r.outcome.value for r in store.job_schedule(specs, now=T0)),
+            )
+            return results, [s for s in trace if "INTO crawlq_seen" in s]
+
+        assert outcomes([link(1), link(2)])[0] == ["created", "created"]
+        results, asked = outcomes([link(1), link(2), link(3)])
+        assert results == ["seen", "seen", "created"]
+        assert len(asked) == 1 and asked[0].lower().count("x'") == 1, asked  # link 3 alone
+        assert outcomes([link(3)]) == (["seen"], [])
+
+        def fail(*args: object, **kwargs: object) -> None:
+            raise sqlite3.OperationalError("disk I/O error")
+
+        monkeypatch.setattr(store, "_insert", fail)  # after link 4's seen insert
+        with pytest.raises(crawlq.StoreError):
+            store.job_schedule([link(4)], now=T0)
+        monkeypatch.undo()
+        assert outcomes([link(4)])[0] == ["created"], "the rolled back insert is forgotten"
+        results, asked = outcomes([link(1)])
+        assert results == ["seen"] and len(asked) == 1, "and all it knew: link 1 is asked"
+    finally:
+        store.close()

@@ -18,7 +18,7 @@ from crawlq.stores import states
 from crawlq.stores.checks import crawl_closed
 from crawlq.stores.codec import dumps, limits_from, on_finish_spec, request_params
 from crawlq.stores.conflict import Request, merge
-from crawlq.stores.sqlite.core import Q, SQLiteCore, row_batches, row_request
+from crawlq.stores.sqlite.core import SEEN_KNOWN_MAX, Q, SQLiteCore, row_batches, row_request
 from crawlq.types import JobId
 
 
@@ -137,11 +137,7 @@ class SQLiteScheduling(SQLiteCore):
             for _, spec, _ in joining
             if spec.crawl is not None and spec.fingerprint is not None
         ]
-        new = {
-            (row[0], row[1])
-            for query, params in row_batches("seen_insert_rows", pairs)
-            for row in conn.execute(query, params)
-        }
+        new = self._seen_new(conn, pairs)
         rows: list[tuple[Any, ...]] = []
         placed: list[tuple[int, str | None]] = []
         for i, spec, crawl in joining:
@@ -171,6 +167,24 @@ class SQLiteScheduling(SQLiteCore):
                 touched.keys.add(reconcile)
         return results
 
+    def _seen_new(
+        self, conn: sqlite3.Connection, pairs: list[tuple[int, bytes]]
+    ) -> set[tuple[int, bytes]]:
+        """The (crawl, fingerprint) pairs new to their crawls' seen sets, added to them
+        now: one statement per 64 (``seen_insert_rows``) for the pairs the store does not
+        already know to be there (``_seen_known``), which are not new."""
+        known = self._seen_known
+        asked = [pair for pair in pairs if pair not in known]
+        new = {
+            (row[0], row[1])
+            for query, params in row_batches("seen_insert_rows", asked)
+            for row in conn.execute(query, params)
+        }
+        if len(known) + len(asked) > SEEN_KNOWN_MAX:
+            known.clear()
+        known.update(asked)
+        return new
+
     def _schedule_one(
         self,
         conn: sqlite3.Connection,
@@ -187,10 +201,8 @@ class SQLiteScheduling(SQLiteCore):
             crawl = self._open_crawl(conn, spec.crawl, touched, drop_closed=drop_closed)
             if crawl is None:
                 return None
-            if fp is not None:
-                new = conn.execute(Q["seen_insert"], {"crawl_id": spec.crawl, "fp": fp})
-                if new.fetchone() is None:
-                    return ScheduleResult(0, Outcome.SEEN)
+            if fp is not None and not self._seen_new(conn, [(spec.crawl, fp)]):
+                return ScheduleResult(0, Outcome.SEEN)
         incoming = Request.from_spec(spec, now)
         inserted = self._insert(conn, spec.queue, spec.key, incoming, now, touched, crawl)
         if inserted is not None:
