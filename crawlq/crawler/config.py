@@ -28,16 +28,13 @@ from crawlq.crawler.extract import Extractor
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT, FetchSettings
 from crawlq.crawler.links import Scope, ScopeMode
 from crawlq.crawler.proxies import parse_proxy
-from crawlq.crawler.tasks import PAGE_QUEUE
+from crawlq.crawler.tasks import CONFIG_META_KEY, PAGE_QUEUE
 from crawlq.crawler.throttle import ThrottleSettings
 from crawlq.exceptions import ConfigurationError
 from crawlq.limits import Limits
 from crawlq.payload import MAX_COUNT, check_count, check_seconds
 
 __all__ = ["CONFIG_META_KEY", "PAGE_QUEUE", "CrawlConfig"]
-
-#: The key of the settings in the crawl's meta.
-CONFIG_META_KEY = "crawler"
 
 #: Headers that carry credentials: never in a crawl's settings (see ``credentials``).
 _SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"})

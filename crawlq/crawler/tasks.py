@@ -8,9 +8,11 @@ crawl's job never loads them.
 
 A host's politeness is counted from its jobs' claims, so a page whose fetch waits for that
 import reaches the site later than its claim, closer to the next one. ``preload`` spares
-the crawls running when a worker starts this: the worker imports the page task's body
-then. It is a set-up (``crawlq.setups``), so each child of the process runtime (``--render``
-crawls) does the same when it starts, recycled children included, before its first job.
+the crawler's crawls running when a worker starts this: the worker imports the page
+task's body then. Crawls of other tasks (``app.crawl`` of the user's own) do not count:
+their worker never needs the crawler. It is a set-up (``crawlq.setups``), so each child
+of the process runtime (``--render`` crawls) does the same when it starts, recycled
+children included, before its first job.
 A crawl started later meets it once per process, on its first page there.
 """
 
@@ -27,12 +29,25 @@ if TYPE_CHECKING:
     from crawlq.context import JobContext
     from crawlq.tasks import Task
 
-__all__ = ["PAGE_QUEUE", "PAGE_TASK", "RECRAWL_TASK", "install", "preload", "register_page"]
+__all__ = [
+    "CONFIG_META_KEY",
+    "PAGE_QUEUE",
+    "PAGE_TASK",
+    "RECRAWL_TASK",
+    "install",
+    "preload",
+    "register_page",
+]
 
 PAGE_QUEUE = "crawl"
 """The queue of every crawl's jobs."""
 PAGE_TASK = "crawlq.page"
 RECRAWL_TASK = "crawlq.recrawl"
+CONFIG_META_KEY = "crawler"
+"""The key of a crawl's meta under which ``crawlq crawl`` keeps its settings: a crawl
+with it is the crawler's (``crawlq.crawler.config``)."""
+PRELOAD_LOOKS = 1_000
+"""Running crawls ``preload`` reads at most, looking for one of the crawler's."""
 
 
 async def crawl_page(
@@ -72,14 +87,21 @@ def register_page(app: App) -> None:
 
 
 def preload(app: App) -> bool:
-    """Import the page task's body now if a crawl of ``app``'s store is running (see the
-    module's docstring); whether it did. A store that cannot be read now leaves it to
-    the first page. Run it as a set-up, ``app.setup(preload)``, so that the process
-    runtime's children run it too."""
-    try:
-        running = app.store.crawl_list(state=CrawlState.RUNNING, limit=1)
-    except StoreError:
-        return False
-    if running:
-        importlib.import_module("crawlq.crawler.pages")
-    return bool(running)
+    """Import the page task's body now if one of the crawler's crawls (its meta has
+    ``CONFIG_META_KEY``) is running in ``app``'s store, among the first
+    ``PRELOAD_LOOKS`` running crawls (see the module's docstring); whether it did. A
+    store that cannot be read now leaves it to the first page. Run it as a set-up,
+    ``app.setup(preload)``, so that the process runtime's children run it too."""
+    after, looked = 0, 0
+    while looked < PRELOAD_LOOKS:
+        try:
+            running = app.store.crawl_list(state=CrawlState.RUNNING, limit=100, after_id=after)
+        except StoreError:
+            return False
+        if not running:
+            return False
+        if any(CONFIG_META_KEY in crawl.meta for crawl in running):
+            importlib.import_module("crawlq.crawler.pages")
+            return True
+        after, looked = running[-1].id, looked + len(running)
+    return False

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 import crawlq
-from crawlq.crawler.tasks import install
+from crawlq.crawler.tasks import CONFIG_META_KEY, install
 from tests.integration.conftest import Processes
 
 TASKS = """
@@ -93,9 +93,36 @@ def test_a_worker_started_while_a_crawl_runs_imports_the_page_task_at_once(
     app = crawlq.App(procs.store_url)
     try:
         page = install(app)
-        app.crawl("later", [page.with_options(delay=3600).spec("https://example.com/", 0)])
+        start = [page.with_options(delay=3600).spec("https://example.com/", 0)]
+        app.crawl("later", start, meta={CONFIG_META_KEY: {}})
         loaded = modules_loaded(procs, app, runtime)
         assert "crawlq.crawler.pages" in loaded
         assert "httpx" in loaded
+    finally:
+        app.close()
+
+
+def test_a_crawl_of_the_users_own_tasks_does_not_import_the_crawler(procs: Processes) -> None:
+    """Only the crawler's crawls (their meta holds its settings) are preloaded for: 101
+    running crawls of a task of the user's own, then one of the crawler's past the first
+    page of them, which is found."""
+    app = crawlq.App(procs.store_url)
+    try:
+
+        @app.task(name="own")
+        def own(ctx: crawlq.JobContext) -> None: ...
+
+        for i in range(101):
+            app.crawl(f"own-{i}", [own.with_options(delay=3600).spec()])
+        loaded = modules_loaded(procs, app)
+        assert [name for name in NOT_FOR_PLAIN_JOBS if name in loaded] == []
+    finally:
+        app.close()
+    app = crawlq.App(procs.store_url)  # modules_loaded registers its task once per app
+    try:
+        page = install(app)
+        start = [page.with_options(delay=3600).spec("https://example.com/", 0)]
+        app.crawl("crawler", start, meta={CONFIG_META_KEY: {}})
+        assert "crawlq.crawler.pages" in modules_loaded(procs, app)
     finally:
         app.close()
