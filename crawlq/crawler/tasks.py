@@ -46,8 +46,9 @@ RECRAWL_TASK = "crawlq.recrawl"
 CONFIG_META_KEY = "crawler"
 """The key of a crawl's meta under which ``crawlq crawl`` keeps its settings: a crawl
 with it is the crawler's (``crawlq.crawler.config``)."""
-PRELOAD_LOOKS = 1_000
-"""Running crawls ``preload`` reads at most, looking for one of the crawler's."""
+PRELOAD_LOOKS, PRELOAD_PAGE = 1_000, 100
+"""Running crawls ``preload`` reads at most, looking for one of the crawler's, and per
+call (crawls are paged as ``crawlq.crawler.recurring.open_crawl`` pages them)."""
 
 
 async def crawl_page(
@@ -92,16 +93,18 @@ def preload(app: App) -> bool:
     ``PRELOAD_LOOKS`` running crawls (see the module's docstring); whether it did. A
     store that cannot be read now leaves it to the first page. Run it as a set-up,
     ``app.setup(preload)``, so that the process runtime's children run it too."""
-    after, looked = 0, 0
-    while looked < PRELOAD_LOOKS:
+    after = 0
+    for _ in range(PRELOAD_LOOKS // PRELOAD_PAGE):
         try:
-            running = app.store.crawl_list(state=CrawlState.RUNNING, limit=100, after_id=after)
+            batch = app.store.crawl_list(
+                state=CrawlState.RUNNING, limit=PRELOAD_PAGE, after_id=after
+            )
         except StoreError:
             return False
-        if not running:
-            return False
-        if any(CONFIG_META_KEY in crawl.meta for crawl in running):
+        if any(CONFIG_META_KEY in crawl.meta for crawl in batch):
             importlib.import_module("crawlq.crawler.pages")
             return True
-        after, looked = running[-1].id, looked + len(running)
+        if len(batch) < PRELOAD_PAGE:
+            return False
+        after = batch[-1].id
     return False
