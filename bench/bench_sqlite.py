@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 CONCURRENCY = 8
-PREFETCH = 0
-"""Jobs a worker claims ahead of its free slots (``--prefetch``, crawlq's default 0)."""
+PREFETCH: int | str = "auto"
+"""Jobs a worker claims ahead of its free slots (``--prefetch``, crawlq's default auto)."""
 SCHEDULE_BATCH = 500
 NOOP = "bench.noop"
 LATENCY = "bench.latency"
@@ -698,7 +698,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument(
-        "--prefetch", type=int, default=0, help="worker --prefetch (default 0, crawlq's)"
+        "--prefetch", default="auto", help="worker --prefetch: N or auto (default auto, crawlq's)"
     )
     args = parser.parse_args(argv)
     global PREFETCH

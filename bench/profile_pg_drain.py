@@ -130,6 +130,7 @@ def run(args: argparse.Namespace, pg: PrivatePostgres, workdir: Path) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(workdir), str(REPO)])}
     worker = [sys.executable, "-m", "crawlq", "worker", "--app", "proftasks:app"]
     worker += ["--store", url, "--concurrency", "8", "--burst", "--log-level", "warning"]
+    worker += ["--prefetch", str(args.prefetch)]
     t0, cpu0, own0 = time.perf_counter(), server_cpu(pg), os.times()
     subprocess.run(worker, env=env, check=True)
     elapsed, cpu, own1 = time.perf_counter() - t0, server_cpu(pg) - cpu0, os.times()
@@ -155,6 +156,7 @@ def main() -> None:
     parser.add_argument("--statements", action="store_true", help="pg_stat_statements top")
     parser.add_argument("--vacuum-every", type=float, default=0.0, metavar="SECONDS")
     parser.add_argument("--no-triggers", action="store_true", help="upper bound only")
+    parser.add_argument("--prefetch", default="auto", help="the worker's --prefetch (N or auto)")
     args = parser.parse_args()
     pg = PrivatePostgres()
     try:

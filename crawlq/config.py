@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import Final, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 from crawlq.exceptions import ConfigurationError
@@ -24,6 +25,9 @@ DEAD_AFTER = 30.0
 heartbeats its record every 5 s)."""
 MAX_PREFETCH = 10_000
 """The most jobs a worker may claim ahead of its free slots."""
+PREFETCH_AUTO: Final = "auto"
+"""The default prefetch: by the run time of the worker's recent jobs
+(``crawlq.worker.prefetch``)."""
 RUNTIME_NAMES = ("thread", "asyncio", "process")
 """The runtimes a worker can use (``crawlq.worker.runtimes``)."""
 MAX_CONCURRENCY = {"thread": 1024, "asyncio": 10_000, "process": 256}
@@ -111,13 +115,30 @@ def store_command(command: str, store_url: str | None, *, note: bool = True) -> 
     return f"{hint} ({why})" if why and note else hint
 
 
+def check_prefetch(value: object) -> int | Literal["auto"]:
+    """``value`` if it is a worker's prefetch: ``"auto"`` or a whole number from 0 to
+    ``MAX_PREFETCH``."""
+    if value == PREFETCH_AUTO:
+        return PREFETCH_AUTO
+    try:
+        return check_count("prefetch", value, 0, MAX_PREFETCH)
+    except ConfigurationError:
+        raise ConfigurationError(
+            f'prefetch must be "{PREFETCH_AUTO}" or a whole number from 0 to {MAX_PREFETCH}, '
+            f"not {value!r:.40}"
+        ) from None
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class WorkerSettings:
     """How a worker runs.
 
     - ``queues``: the queues to take jobs from (default: every queue of the app's tasks).
     - ``concurrency``: slots, i.e. jobs running at once (default 8).
-    - ``prefetch``: extra jobs claimed ahead of free slots, held leased (default 0).
+    - ``prefetch``: extra jobs claimed ahead of free slots, held leased: a number, or
+      ``"auto"`` (the default): as many as the slots start within 10 ms by the run time
+      of recent jobs, at most 3 per slot (``crawlq.worker.prefetch``), so none for
+      long jobs.
     - ``shutdown_grace``: seconds running jobs get to finish after SIGTERM (default 30).
     - ``poll_timeout``: longest wait between two claims when idle (default 1 s; stores
       with notifications wake up sooner).
@@ -132,7 +153,7 @@ class WorkerSettings:
 
     queues: tuple[str, ...] = ()
     concurrency: int = DEFAULT_CONCURRENCY
-    prefetch: int = 0
+    prefetch: int | Literal["auto"] = PREFETCH_AUTO
     shutdown_grace: float = DEFAULT_SHUTDOWN_GRACE
     poll_timeout: float = DEFAULT_POLL_TIMEOUT
     burst: bool = False
@@ -171,7 +192,7 @@ class WorkerSettings:
                     else ""
                 )
             )
-        check_count("prefetch", self.prefetch, 0, MAX_PREFETCH)
+        check_prefetch(self.prefetch)
         check_seconds("shutdown_grace", self.shutdown_grace, zero=True)
         check_seconds("poll_timeout", self.poll_timeout)
         check_seconds("retention", self.retention, zero=True)

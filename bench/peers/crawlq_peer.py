@@ -3,7 +3,7 @@ bench_stores.py's ``StoreBench`` (the same code as bench_stores.py's figures); l
 fan-out and deep queue use the task module below, through the peer interface.
 
 CONFIG: one ``python -m crawlq worker --app benchtasks:app --store URL --concurrency 8``
-process (thread runtime, ``--prefetch 0``, crawlq's defaults otherwise; ``--burst`` for
+process (thread runtime, crawlq's defaults otherwise: ``--prefetch auto``; ``--burst`` for
 the drain), the worker every other crawlq benchmark uses. The fan-out, whose jobs are
 simulated fetches, runs as docs/workers.md recommends for fetches: an ``async def`` task
 on ``--runtime asyncio --concurrency 100`` (100 fetches in flight; the peers run their

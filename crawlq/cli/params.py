@@ -7,10 +7,11 @@ import json
 import re
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import click
 
+from crawlq.config import check_prefetch
 from crawlq.exceptions import ConfigurationError
 from crawlq.payload import MAX_DEPTH, MAX_EXACT, check_moment, check_seconds
 
@@ -46,6 +47,13 @@ def _checked(check: Callable[[], T], ctx: click.Context, param: click.Parameter)
         return check()
     except ConfigurationError as exc:
         raise click.BadParameter(str(exc), ctx, param) from None
+
+
+def prefetch_count(ctx: click.Context, param: click.Parameter, value: str) -> int | Literal["auto"]:
+    """Option callback: ``auto`` or a whole number of jobs (``--prefetch``)."""
+    text = value.strip().lower()
+    count: object = int(text) if text.isdigit() else text
+    return _checked(lambda: check_prefetch(count), ctx, param)
 
 
 _SIZE_UNITS = {

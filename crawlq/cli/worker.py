@@ -6,16 +6,18 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
 
 import click
 
 from crawlq.cli.common import app_reference, open_app, target_options
-from crawlq.cli.params import duration_option, size
+from crawlq.cli.params import duration_option, prefetch_count, size
 from crawlq.config import (
     DEFAULT_CONCURRENCY,
     DEFAULT_POLL_TIMEOUT,
     DEFAULT_RETENTION_SECONDS,
     DEFAULT_SHUTDOWN_GRACE,
+    PREFETCH_AUTO,
     RUNTIME_NAMES,
     WorkerSettings,
 )
@@ -74,11 +76,13 @@ def summary(worker: Worker) -> str:
 )
 @click.option(
     "--prefetch",
-    type=int,
-    metavar="N",
-    default=0,
+    metavar="N|auto",
+    default=PREFETCH_AUTO,
     show_default=True,
-    help="Extra jobs claimed ahead of free slots, held leased until a slot frees up.",
+    callback=prefetch_count,
+    help="Extra jobs claimed ahead of free slots, held leased until a slot frees up; auto: "
+    "as many as the slots start within 10 ms by the run time of recent jobs, at most 3 per "
+    "slot (none for long jobs).",
 )
 @duration_option(
     "--shutdown-grace",
@@ -136,7 +140,7 @@ def summary(worker: Worker) -> str:
 def worker(
     queues: tuple[str, ...],
     concurrency: int,
-    prefetch: int,
+    prefetch: int | Literal["auto"],
     shutdown_grace: float,
     poll_timeout: float,
     retention: float,

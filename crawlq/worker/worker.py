@@ -35,6 +35,7 @@ from crawlq.worker.heartbeat import Heartbeat
 from crawlq.worker.liveness import identity, reclaim
 from crawlq.worker.maintenance import EXPIRE_EVERY, PRUNE_EVERY, prune, return_leases
 from crawlq.worker.memory import resident_bytes
+from crawlq.worker.prefetch import Prefetch
 from crawlq.worker.runtimes import RUNTIMES, Runtime, RuntimeContext
 from crawlq.worker.scheduler import Scheduler
 
@@ -61,7 +62,8 @@ class _Held:
     """Monotonic time of the claim: the store was reachable then."""
     deadline: float | None = None
     """Monotonic time after which the attempt times out; set when it starts."""
-    started: bool = False
+    started: float | None = None
+    """Monotonic time its slot started it."""
 
 
 @dataclass
@@ -164,6 +166,7 @@ class Worker:
             )
         )
         self._acker = Acker(self.store, self._wakeup.set, inline=True)
+        self._prefetch = Prefetch(settings.prefetch, settings.concurrency)
         shortest = min((t.options.lease for t in app.tasks.values()), default=30.0)
         self._heartbeat = Heartbeat(
             self.store, self._leases, shortest, self._lost, registry=self._beat_registry
@@ -206,11 +209,12 @@ class Worker:
         """Work until stopped; returns after a clean shutdown."""
         previous = self._install_signals()
         logger.info(
-            "worker %s taking jobs from %s with %d %s slots",
+            "worker %s taking jobs from %s with %d %s slots, %s",
             self.id,
             ", ".join(self.queues),
             self.settings.concurrency,
             self.settings.runtime,
+            self._prefetch.describe(),
         )
         self._register()
         self._reclaim()
@@ -240,7 +244,7 @@ class Worker:
             )
             self.stuck = True
             return True
-        capacity = self.settings.concurrency + self.settings.prefetch
+        capacity = self.settings.concurrency + self._prefetch.extra()
         with self._lock:
             free = capacity - len(self._held)
             idle = not self._held
@@ -272,6 +276,13 @@ class Worker:
                 return False  # else the next turn records them
             if not self._kept_back():
                 return True
+        if self.settings.burst and not idle:
+            # Nothing to claim and jobs held: wait for one of them to end (the next turn
+            # records it and looks again), not for new jobs, which a burst worker is
+            # not waiting for.
+            self._wakeup.wait(self._wait_timeout())
+            self._wakeup.clear()
+            return False
         self._wait_for_work(free)
         return False
 
@@ -405,9 +416,9 @@ class Worker:
             held = self._held.get(job.id)
             if held is None:
                 return False  # released at shutdown, or lost, before it started
-            held.started = True
+            held.started = time.monotonic()
             if job.timeout is not None:
-                held.deadline = time.monotonic() + job.timeout
+                held.deadline = held.started + job.timeout
         return True
 
     def end(self, job: Job, outcome: Outcome) -> None:
@@ -420,6 +431,8 @@ class Worker:
             held = self._held.pop(job_id, None)
             if held is None:
                 return
+            if held.started is not None:
+                self._prefetch.ran(time.monotonic() - held.started)
             # Put under the lock: a burst worker that sees no job held must see this
             # outcome in the acker, or it could stop before the retry it schedules.
             self._acker.put(outcome)
@@ -473,7 +486,7 @@ class Worker:
         """Stop the jobs of ``gone`` (already dropped from the held ones): their leases
         are no longer ours, so whatever they would report is not wanted."""
         for held in gone:
-            if held.started:
+            if held.started is not None:
                 self._runtime.cancel(held.job)
         if gone:
             self._wakeup.set()
@@ -533,7 +546,7 @@ class Worker:
         """Heartbeat this worker's record. If the store declared it dead (it went quiet
         for longer than DEAD_AFTER), its jobs were given back: stop them, register anew."""
         with self._lock:
-            running = sum(1 for h in self._held.values() if h.started)
+            running = sum(1 for h in self._held.values() if h.started is not None)
         try:
             alive = self.store.worker_heartbeat(
                 self.id,

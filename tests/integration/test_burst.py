@@ -63,3 +63,40 @@ def test_a_burst_worker_drains_a_rate_limited_crawl_and_leaves_delayed_jobs(
         assert app.get_job(delayed).state is JobState.PENDING  # type: ignore[union-attr]
     finally:
         app.close()
+
+
+SLOW = """
+    import time
+
+    import crawlq
+
+    app = crawlq.App()
+
+    @app.task(name="slow")
+    def slow(ctx):
+        time.sleep(0.5)
+"""
+
+
+def test_a_burst_worker_exits_as_its_last_job_ends_not_after_a_poll(procs: Processes) -> None:
+    """The last job runs while nothing is left to claim: the worker waits for it, not
+    for new jobs (a store wait that no job's end interrupts, up to --poll-timeout)."""
+    procs.write_module("slowjobs", SLOW)
+    app = crawlq.App(procs.store_url)
+    try:
+
+        @app.task(name="slow")
+        def slow(ctx: crawlq.JobContext) -> None: ...
+
+        slow.schedule()
+        argv = procs.argv("worker", "--app", "slowjobs:app", "--burst", "--poll-timeout", "20")
+        started = time.monotonic()
+        worker = subprocess.run(
+            argv, cwd=procs.workdir, env=procs.env(), capture_output=True, text=True, timeout=60
+        )
+        took = time.monotonic() - started
+        assert worker.returncode == 0, worker.stderr
+        assert "claimed 1, done 1, failed 0" in worker.stdout, worker.stderr
+        assert took < 10, f"the worker took {took:.1f} s to exit after a 0.5 s job"
+    finally:
+        app.close()

@@ -2,7 +2,8 @@
 
 ``async def`` tasks are awaited on the loop, so one process keeps thousands of fetches in
 flight; a plain ``def`` task runs in a daemon thread of its own (prefer the thread
-runtime for those). Cancelling a job cancels its asyncio task.
+runtime for those). Cancelling a job cancels its asyncio task. Jobs submitted beyond the
+N in flight (the worker's prefetch) wait, unstarted, for one to end.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections import deque
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
@@ -29,6 +31,8 @@ class AsyncioRuntime:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._serve, name="crawlq-asyncio", daemon=True)
         self._tasks: dict[int, asyncio.Task[None]] = {}  # touched on the loop only
+        self._waiting: deque[Job] = deque()  # submitted, not started (under _lock)
+        self._lock = threading.Lock()
         self._ready = threading.Event()
 
     def _serve(self) -> None:
@@ -44,10 +48,20 @@ class AsyncioRuntime:
         self._ready.wait()
 
     def submit(self, job: Job) -> None:
-        self._loop.call_soon_threadsafe(self._start_job, job)
+        with self._lock:
+            self._waiting.append(job)
+        self._loop.call_soon_threadsafe(self._start_jobs)
 
-    def _start_job(self, job: Job) -> None:
-        self._tasks[job.id] = self._loop.create_task(self._run(job), name=f"crawlq-job-{job.id}")
+    def _start_jobs(self) -> None:
+        """Start waiting jobs while fewer than N are in flight (on the loop)."""
+        while len(self._tasks) < self._ctx.settings.concurrency:
+            with self._lock:
+                if not self._waiting:
+                    return
+                job = self._waiting.popleft()
+            self._tasks[job.id] = self._loop.create_task(
+                self._run(job), name=f"crawlq-job-{job.id}"
+            )
 
     async def _run(self, job: Job) -> None:
         hooks = self._ctx.hooks
@@ -59,10 +73,14 @@ class AsyncioRuntime:
             return  # the worker gave up on it and has recorded why
         finally:
             self._tasks.pop(job.id, None)
+            self._start_jobs()
         hooks.end(job, outcome)
 
     def take_unstarted(self) -> list[Job]:
-        return []  # a submitted job starts at once: the worker never over-submits
+        with self._lock:
+            taken = list(self._waiting)
+            self._waiting.clear()
+        return taken
 
     def cancel(self, job: Job) -> None:
         def cancel_on_loop() -> None:
@@ -88,6 +106,8 @@ class AsyncioRuntime:
         self._thread.join(timeout=10)
 
     async def _cancel_all(self) -> None:
+        with self._lock:
+            self._waiting.clear()
         tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
