@@ -35,6 +35,7 @@ from crawlq.worker.heartbeat import Heartbeat
 from crawlq.worker.liveness import identity, reclaim
 from crawlq.worker.maintenance import EXPIRE_EVERY, PRUNE_EVERY, prune, return_leases
 from crawlq.worker.memory import resident_bytes
+from crawlq.worker.orphans import leased_to
 from crawlq.worker.prefetch import Prefetch
 from crawlq.worker.runtimes import RUNTIMES, Runtime, RuntimeContext
 from crawlq.worker.scheduler import Scheduler
@@ -176,6 +177,9 @@ class Worker:
         self._next_prune = 0.0
         self._next_look_beyond = 0.0
         self._named_beyond: set[str] = set()
+        self._unsure = False
+        """A claim call failed: it may have leased jobs that never reached this worker
+        (``crawlq.worker.orphans``)."""
 
     # -- control ---------------------------------------------------------------------
 
@@ -236,6 +240,8 @@ class Worker:
         self._maintain()
         self._enforce_timeouts()
         self._fence()
+        if self._unsure:
+            self._give_back_orphans()
         if self._runtime.stuck():
             logger.error(
                 "a job's thread ran past its timeout and has not stopped since; stopping this "
@@ -264,16 +270,16 @@ class Worker:
         # job is left, retries included.
         quiet = idle and self._acker.unrecorded == len(completions)
         jobs = self._claim(free, completions)
-        if jobs:
-            return False
+        if jobs or jobs is None:
+            return False  # None: the claim failed (and waited); the next turn tries again
         if idle:
             self._look_beyond_queues()
         if self.settings.burst and idle:
-            if not quiet:
+            if not quiet or self._unsure:
                 if self._acker.retrying:  # the acker thread records the last outcomes
                     self._wakeup.wait(0.05)
                     self._wakeup.clear()
-                return False  # else the next turn records them
+                return False  # else the next turn records them, or gives back orphans
             if not self._kept_back():
                 return True
         if self.settings.burst and not idle:
@@ -300,10 +306,10 @@ class Worker:
             return True
         return any(s.waiting and s.running for s in stats if s.queue in served)
 
-    def _claim(self, limit: int, completions: list[Completion]) -> list[Job]:
+    def _claim(self, limit: int, completions: list[Completion]) -> list[Job] | None:
         """Record ``completions`` (taken from the acker) and claim up to ``limit`` jobs, in
         one store call; if that fails, the acker's thread records them, and the claim is
-        tried alone."""
+        tried alone. None if the claim failed (after a short wait)."""
         params = ClaimParams(queues=self.queues, worker_id=self.id, limit=limit)
         try:
             if completions:
@@ -311,6 +317,7 @@ class Worker:
                     applied, jobs = self.store.job_complete_claim(completions, params)
                 except StoreError as exc:
                     logger.debug("could not complete jobs with the claim: %s", exc)
+                    self._unsure = True
                     self._acker.hand_back(completions)
                     jobs = self.store.job_claim(params)
                 else:
@@ -319,8 +326,9 @@ class Worker:
                 jobs = self.store.job_claim(params)
         except StoreError as exc:
             logger.warning("could not claim jobs, retrying: %s", exc)
+            self._unsure = True
             self._away(lambda: self._stopping.wait(0.5))
-            return []
+            return None
         self._hold(jobs)
         return jobs
 
@@ -383,6 +391,7 @@ class Worker:
             self._away(wait)
         except StoreError as exc:
             logger.warning("could not wait for jobs, retrying: %s", exc)
+            self._unsure = True
             self._away(lambda: self._stopping.wait(0.5))
         self._hold(jobs, start=not self._stopping.is_set())
         if jobs:
@@ -490,6 +499,41 @@ class Worker:
                 self._runtime.cancel(held.job)
         if gone:
             self._wakeup.set()
+
+    def _give_back_orphans(self, *, directly: bool = False) -> None:
+        """After a failed claim call: give back the running jobs the store says this
+        worker holds and it does not (``crawlq.worker.orphans``), once every outcome is
+        recorded (a job that ended is no longer held, and its outcome must not meet a
+        give-back first). Tried again on later turns until it has looked. ``directly``:
+        at shutdown, with the acker stopped, release them here."""
+        if not self._acker.idle:
+            return
+        try:
+            leased = leased_to(self.store, self.id, self.queues)
+        except StoreError as exc:
+            logger.warning("could not look for jobs leased here by a failed claim: %s", exc)
+            return
+        with self._lock:
+            if not self._acker.idle:
+                return  # a job ended meanwhile: look again once its outcome is recorded
+            orphans = [job for job in leased if job.id not in self._held]
+        self._unsure = False
+        if not orphans:
+            return
+        logger.warning(
+            "giving back %d jobs that a claim whose reply was lost leased to this worker: %s",
+            len(orphans),
+            [job.id for job in orphans],
+        )
+        releases = [Release(lease=job.lease) for job in orphans]
+        if directly:
+            try:
+                self.store.job_release(releases)
+            except StoreError as exc:
+                logger.warning("could not give them back (their lease will expire): %s", exc)
+            return
+        for release in releases:
+            self._acker.put(release)
 
     # -- leases ----------------------------------------------------------------------
 
@@ -613,6 +657,8 @@ class Worker:
         self._runtime.stop()
         self._heartbeat.stop()
         self._acker.stop()
+        if self._unsure:
+            self._give_back_orphans(directly=True)
         try:
             self.store.worker_stop(self.id, done=self.counters.done, failed=self.counters.failed)
         except StoreError as exc:
