@@ -8,7 +8,7 @@ from store_helpers import T0, add, claim_one, fail, ids, new_crawl, spec
 
 from crawlq.exceptions import ConfigurationError
 from crawlq.jobs import JobState
-from crawlq.stores.base import JobFilter, Store
+from crawlq.stores.base import Completion, JobFilter, Store
 from crawlq.types import JobId
 
 
@@ -80,3 +80,25 @@ def test_requeue_and_purge_by_crawl(store: Store) -> None:
 def test_bad_filter_values_are_refused(fields: dict[str, object]) -> None:
     with pytest.raises(ConfigurationError):
         JobFilter(**fields)  # type: ignore[arg-type]
+
+
+def test_job_list_of_running_jobs_pages_by_id_and_filters_by_queue(store: Store) -> None:
+    """Running jobs listed by state (the worker's look for jobs a lost claim leased, the
+    CLI's ``jobs --state running``): every running job and no other, in id order, paged
+    with after_id and limit, by queue."""
+    for queue in ("a", "b"):
+        for _ in range(5):
+            add(store, queue=queue)
+    running = [claim_one(store, (queue,), worker=f"w-{queue}").id for queue in "abab"]
+    add(store, queue="a")  # pending, not listed
+    listed = store.job_list(JobFilter(state=JobState.RUNNING))
+    assert [j.id for j in listed] == sorted(running)
+    assert all(j.state is JobState.RUNNING and j.lease_token for j in listed)
+    first = store.job_list(JobFilter(state=JobState.RUNNING, limit=3))
+    rest = store.job_list(JobFilter(state=JobState.RUNNING, after_id=first[-1].id))
+    assert [j.id for j in first + rest] == sorted(running)
+    only_b = store.job_list(JobFilter(state=JobState.RUNNING, queue="b"))
+    assert {j.worker_id for j in only_b} == {"w-b"} and len(only_b) == 2
+    store.job_complete([Completion(lease=listed[0].lease)], now=T0)
+    after = store.job_list(JobFilter(state=JobState.RUNNING))
+    assert [j.id for j in after] == sorted(running)[1:]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
-from crawlq.jobs import FINISHED_STATES, Job, QueueStats, QueueTotals
+from crawlq.jobs import FINISHED_STATES, Job, JobState, QueueStats, QueueTotals
 from crawlq.stores.base import JobFilter
 from crawlq.stores.codec import job_from_hash, jobs_from_reply
 from crawlq.stores.gate import JobGate
@@ -71,6 +72,15 @@ class RedisQueues(RedisCore, JobGate):
                 remaining = max(0, remaining - int(matched))
 
     def job_list(self, where: JobFilter) -> list[Job]:
+        if where.state is JobState.RUNNING and where.ids is None:
+            # The running zset holds every running job: look at those, not at every job.
+            with translate("listing running jobs"):
+                running = cast(
+                    "list[str]", self._client.zrange(keys.key("running", self._prefix), 0, -1)
+                )
+            if not running:
+                return []
+            where = dataclasses.replace(where, ids=[int(i) for i in running])
         states = None if where.state is None else [where.state.value]
         pages = self._scan("listing jobs", "job_list", where, states)
         return [job for page in pages for job in jobs_from_reply(page)]
