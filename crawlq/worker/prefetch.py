@@ -36,7 +36,6 @@ class Prefetch:
 
     def ran(self, seconds: float) -> None:
         """A job of this worker ran for ``seconds`` (from its slot's start to its end)."""
-        seconds = max(seconds, 0.0)
         mean = self._mean
         self._mean = seconds if mean is None else mean + SMOOTHING * (seconds - mean)
 
