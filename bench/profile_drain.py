@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/profile_drain.py            # N=20,000
     .venv/bin/python bench/profile_drain.py -n 5000 --top 30
+    .venv/bin/python bench/profile_drain.py --no-layers --crawl   # crawlq+crawl's jobs
 
 cProfile only sees the thread that enabled it, so every thread the worker starts (main
 loop, 8 slot threads, acker, heartbeat) gets its own profiler and the stats are merged.
@@ -54,10 +55,25 @@ def make_app(path: Path) -> crawlq.App:
     return app
 
 
-def fill(app: crawlq.App, n: int) -> None:
+HOSTS = 100
+"""--crawl: limit keys (host names) the jobs are spread over, as in the peers bench."""
+
+
+def fill(app: crawlq.App, n: int, crawl: bool = False) -> None:
+    """Queue ``n`` no-op jobs; with ``crawl``, each with the peers bench's crawl features:
+    a unique key, membership in one crawl kept open by a job 30 days away, a limit key
+    (one of ``HOSTS``) with no limit set."""
     noop = app.tasks["bench.noop"]
+    options: Callable[[int], dict[str, Any]] = lambda i: {}  # noqa: E731
+    if crawl:
+        info = app.crawl("bench", [noop.spec(-1, delay=30 * 86_400.0, key="keep-open")])
+
+        def options(i: int) -> dict[str, Any]:
+            host = f"host{i % HOSTS}.test"
+            return {"crawl": info.id, "key": f"https://{host}/page/{i}", "limit_key": host}
+
     for start in range(0, n, 500):
-        app.schedule_many(noop.spec(i) for i in range(start, min(n, start + 500)))
+        app.schedule_many(noop.spec(i, **options(i)) for i in range(start, min(n, start + 500)))
 
 
 class TimedLock:
@@ -100,6 +116,8 @@ class CallLog:
             store._lock = self.store_lock
         for name in (
             "job_claim",
+            "job_complete_claim",
+            "job_wait_claim",
             "job_complete",
             "job_heartbeat",
             "job_expire_leases",
@@ -116,8 +134,8 @@ class CallLog:
             t0 = time.perf_counter()
             result = inner(*args, **kwargs)
             elapsed = time.perf_counter() - t0
-            size = len(args[0]) if name == "job_complete" else None
-            if name == "job_claim":
+            size = len(args[0]) if name in ("job_complete", "job_complete_claim") else None
+            if name in ("job_claim", "job_wait_claim"):
                 size = len(result)
             with self._lock:
                 self.calls[name] += 1
@@ -362,6 +380,11 @@ def main() -> int:
         action="store_true",
         help="also time the raw loop without each part of crawlq's schema",
     )
+    parser.add_argument(
+        "--crawl",
+        action="store_true",
+        help="jobs with a unique key, a crawl and a limit key (the peers' crawlq+crawl)",
+    )
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="crawlq-profile-"))
     try:
@@ -371,7 +394,7 @@ def main() -> int:
             schema_costs(tmp, args.n, args.runs)
         # 1. plain run: wall time, CPU time and the store calls
         app = make_app(tmp / "plain.db")
-        fill(app, args.n)
+        fill(app, args.n, args.crawl)
         log = CallLog(app.store)
         cpu0, t0 = time.process_time(), time.perf_counter()
         worker = run_worker(app)
@@ -387,7 +410,7 @@ def main() -> int:
 
         # 2. profiled run
         app = make_app(tmp / "profiled.db")
-        fill(app, args.n)
+        fill(app, args.n, args.crawl)
         stats, pwall = profiled_run(app)
         app.close()
         print(f"\n## cProfile, every thread merged (wall {pwall:.2f} s under the profiler)\n")

@@ -218,6 +218,57 @@ def test_reads_of_stats_due_times_and_leases_use_indexes(big: PostgresStore, raw
             assert [index for _, index in scans] == ["crawlq_jobs_key"], scans
 
 
+def _analyzed(raw: Any) -> bool:
+    row = raw.execute(
+        "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables"
+        " WHERE relid = 'crawlq_jobs'::regclass"
+    ).fetchone()
+    return bool(row[0])
+
+
+def _claim_sorts_jobs(raw: Any) -> bool:
+    """Whether the claim the store sends, planned as it runs (its own parameters), sorts
+    rows it read from crawlq_jobs."""
+    cursor = psycopg.ClientCursor(raw)
+    params = {"queues": ["q"], "now": None, "worker_id": "w"}  # a worker's: the server clock
+    cursor.execute("EXPLAIN (FORMAT JSON) " + _limited("job_claim", 32), params)
+    plan = cursor.fetchone()[0][0]["Plan"]
+    return any(n["Node Type"] in ("Sort", "Incremental Sort") and _scans(n) for n in _nodes(plan))
+
+
+def test_a_job_table_never_analyzed_is_analyzed_by_the_lease_duty_once_it_holds_jobs(
+    open_pg: OpenPG, raw: Any
+) -> None:
+    """Jobs queued into a new schema, before autovacuum's first look: with no statistics
+    the claim sorted every ready job on each call (60,000 here; a drain at a fifth of its
+    speed). The lease duty's call (``job_expire_leases``) analyzes the table once it
+    holds 1,000 jobs; then the claim reads the claim index in order."""
+    store = open_pg()
+    raw.execute("ALTER TABLE crawlq_jobs SET (autovacuum_enabled = false)")
+    store.job_schedule([spec() for _ in range(10)], now=T0)
+    store.job_expire_leases(now=T0)
+    assert not _analyzed(raw)  # too few jobs to matter
+
+    raw.execute(
+        """INSERT INTO crawlq_jobs (queue, task, args, kwargs, priority, run_at, state,
+                                    max_attempts, lease_seconds, created_at)
+           SELECT 'q', 't', '[]', '{}', 0, %s, 'ready', 3, 30, %s
+           FROM generate_series(1, 60000)""",
+        [T0, T0],
+    )
+    deadline = time.monotonic() + 30  # the statistics collector counts them
+    while raw.execute(
+        "SELECT n_live_tup < 1000 FROM pg_stat_user_tables WHERE relid = 'crawlq_jobs'::regclass"
+    ).fetchone()[0]:
+        assert time.monotonic() < deadline, "PostgreSQL never counted the 60,000 rows"
+        time.sleep(0.2)
+    assert _claim_sorts_jobs(raw)  # the plan without statistics
+    open_pg().job_expire_leases(now=T0)  # (the first store looks again in 5 s)
+    assert _analyzed(raw)
+    assert not _claim_sorts_jobs(raw)
+    assert len(claim(open_pg(), limit=32, now=T0)) == 32
+
+
 # -- concurrency: SKIP LOCKED ------------------------------------------------------------
 
 

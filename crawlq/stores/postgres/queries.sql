@@ -440,6 +440,20 @@ GROUP BY queue, state
 ORDER BY queue, state
 ON CONFLICT (queue, state) DO UPDATE SET n = c.n + excluded.n;
 
+-- name: jobs_statistics
+-- Whether the job table was ever analyzed (by hand or by autovacuum) and whether it
+-- holds %(rows)s live rows or more (the statistics collector's counts, no scan).
+SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL AS analyzed,
+       n_live_tup >= %(rows)s AS big
+FROM pg_stat_user_tables WHERE relid = 'crawlq_jobs'::regclass;
+
+-- name: jobs_analyze_lock_timeout
+-- ANALYZE waits for autovacuum's lock on the table: give up at once instead.
+SET LOCAL lock_timeout = '100ms';
+
+-- name: jobs_analyze
+ANALYZE crawlq_jobs;
+
 -- name: queue_stats
 -- Counters (no scan of jobs), plus index range reads per queue: due jobs not promoted
 -- yet, the oldest run_at of each pending state, and jobs done in the last minute; and

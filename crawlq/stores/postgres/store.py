@@ -24,6 +24,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from importlib.resources.abc import Traversable
 
@@ -75,6 +76,7 @@ class PostgresStore(
         self._listeners: list[Conn] = []
         self._listeners_lock = threading.Lock()
         self._closed = False
+        self._analyze_next = -math.inf
         self._connections = Connections(
             self._new_connection,
             conninfo=self._conninfo,
