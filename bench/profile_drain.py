@@ -3,6 +3,7 @@
     .venv/bin/python bench/profile_drain.py            # N=20,000
     .venv/bin/python bench/profile_drain.py -n 5000 --top 30
     .venv/bin/python bench/profile_drain.py --no-layers --crawl   # crawlq+crawl's jobs
+    .venv/bin/python bench/profile_drain.py --no-layers --crawl key --statements
 
 cProfile only sees the thread that enabled it, so every thread the worker starts (main
 loop, 8 slot threads, acker, heartbeat) gets its own profiler and the stats are merged.
@@ -26,7 +27,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,23 +58,73 @@ def make_app(path: Path) -> crawlq.App:
 
 HOSTS = 100
 """--crawl: limit keys (host names) the jobs are spread over, as in the peers bench."""
+FEATURES = ("crawl", "key", "limit")
+"""--crawl: the crawl features a job may carry (the peers' crawlq+crawl has all three)."""
 
 
-def fill(app: crawlq.App, n: int, crawl: bool = False) -> None:
-    """Queue ``n`` no-op jobs; with ``crawl``, each with the peers bench's crawl features:
-    a unique key, membership in one crawl kept open by a job 30 days away, a limit key
-    (one of ``HOSTS``) with no limit set."""
+def features(text: str) -> tuple[str, ...]:
+    """``--crawl``'s value: a comma-separated subset of ``FEATURES``, or ``all``."""
+    chosen = FEATURES if text == "all" else tuple(f for f in text.split(",") if f)
+    bad = sorted(set(chosen) - set(FEATURES))
+    if bad or not chosen:
+        raise argparse.ArgumentTypeError(f"choose from {', '.join(FEATURES)} or all, not {text!r}")
+    return chosen
+
+
+def fill(app: crawlq.App, n: int, crawl: Sequence[str] = ()) -> None:
+    """Queue ``n`` no-op jobs, each with the crawl features in ``crawl`` (the peers
+    bench's: membership in one crawl kept open by a job 30 days away, a unique key, a
+    limit key, one of ``HOSTS``, with no limit set)."""
     noop = app.tasks["bench.noop"]
-    options: Callable[[int], dict[str, Any]] = lambda i: {}  # noqa: E731
-    if crawl:
-        info = app.crawl("bench", [noop.spec(-1, delay=30 * 86_400.0, key="keep-open")])
+    crawl_id = None
+    if "crawl" in crawl:
+        keep = noop.spec(-1, delay=30 * 86_400.0, key="keep-open")
+        crawl_id = app.crawl("bench", [keep]).id
 
-        def options(i: int) -> dict[str, Any]:
-            host = f"host{i % HOSTS}.test"
-            return {"crawl": info.id, "key": f"https://{host}/page/{i}", "limit_key": host}
+    def options(i: int) -> dict[str, Any]:
+        host = f"host{i % HOSTS}.test"
+        chosen = {"crawl": crawl_id, "key": f"https://{host}/page/{i}", "limit_key": host}
+        return {k: v for k, v in chosen.items() if k.replace("limit_key", "limit") in crawl}
 
     for start in range(0, n, 500):
         app.schedule_many(noop.spec(i, **options(i)) for i in range(start, min(n, start + 500)))
+
+
+class Statements:
+    """Stands in for the SQLite store's connection and adds up each statement's calls and
+    wall time in ``execute`` (its triggers included), by the store's query name."""
+
+    def __init__(self, store: Any) -> None:
+        from crawlq.stores.sqlite.core import Q
+
+        self._names = {text: name for name, text in dict(Q).items()}
+        self._conn = store._conn
+        self.calls: Counter[str] = Counter()
+        self.seconds: defaultdict[str, float] = defaultdict(float)
+        store._conn = self
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return self._conn.execute(sql, *args)
+        finally:
+            name = self._names.get(sql, " ".join(sql.split())[:40])
+            self.calls[name] += 1
+            self.seconds[name] += time.perf_counter() - t0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def report(self, jobs: int, top: int = 12) -> str:
+        lines = ["| statement | calls | total ms | µs per job |", "|---|---:|---:|---:|"]
+        for name, seconds in sorted(self.seconds.items(), key=lambda kv: -kv[1])[:top]:
+            per_job = seconds / jobs * 1e6
+            lines.append(f"| {name} | {self.calls[name]:,} | {seconds * 1e3:.0f} | {per_job:.1f} |")
+        total = sum(self.seconds.values())
+        lines.append(
+            f"| all | {sum(self.calls.values()):,} | {total * 1e3:.0f} | {total / jobs * 1e6:.1f} |"
+        )
+        return "\n".join(lines)
 
 
 class TimedLock:
@@ -382,8 +433,16 @@ def main() -> int:
     )
     parser.add_argument(
         "--crawl",
+        nargs="?",
+        const="all",
+        default=(),
+        type=features,
+        help="jobs with crawl features: all (the peers' crawlq+crawl), or some of crawl,key,limit",
+    )
+    parser.add_argument(
+        "--statements",
         action="store_true",
-        help="jobs with a unique key, a crawl and a limit key (the peers' crawlq+crawl)",
+        help="a third run: each SQL statement's time (wall, in execute, triggers included)",
     )
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="crawlq-profile-"))
@@ -421,6 +480,15 @@ def main() -> int:
         print("```\n\n### blocking primitives (time spent waiting)\n\n```")
         print_stats(stats, "tottime", 10, blocking=True)
         print("```")
+
+        if args.statements:  # 3. the statements of an unprofiled run
+            app = make_app(tmp / "statements.db")
+            fill(app, args.n, args.crawl)
+            statements = Statements(app.store)
+            run_worker(app)
+            app.close()
+            print(f"\n## SQL statements of an unprofiled run, N={args.n:,}\n")
+            print(statements.report(args.n))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
