@@ -274,7 +274,7 @@ class PostgresCore:
 
     def _compact_counts(self) -> None:
         """Fold the count deltas into the counters (skipped if another call is at it).
-        Workers call ``job_expire_leases`` every second, which does this."""
+        Workers call ``job_expire_leases`` every half second, which does this."""
         self._run(
             "compacting counters",
             lambda c: c.execute(Q["counts_compact"], {"schema": self.settings.schema}),

@@ -448,7 +448,7 @@ SELECT last_analyze IS NOT NULL OR last_autoanalyze IS NOT NULL AS analyzed,
 FROM pg_stat_user_tables WHERE relid = 'crawlq_jobs'::regclass;
 
 -- name: jobs_analyze_lock_timeout
--- ANALYZE waits for autovacuum's lock on the table: give up at once instead.
+-- ANALYZE would wait for autovacuum's lock on the table: give up after 100 ms instead.
 SET LOCAL lock_timeout = '100ms';
 
 -- name: jobs_analyze
