@@ -35,6 +35,7 @@ from common import (
     LEDGER_CODE,
     Ledger,
     Workers,
+    analyze_postgres,
     check_tree,
     fanout_run,
     latency_run,
@@ -139,7 +140,7 @@ class CrawlqPeer:
     """Every job with a crawl, a unique key and a limit key (``CrawlqCrawlPeer``)."""
 
     def __init__(self, store: str, url: str, tmp: Path, gate: Any) -> None:
-        self.store, self.tmp, self.gate = store, tmp, gate
+        self.store, self.server_url, self.tmp, self.gate = store, url, tmp, gate
         bench = CrawlStoreBench if self.crawl else bench_stores.StoreBench
         self.bench = bench(store, url, tmp, 0, 0, 50.0, gate)
         if self.bench.choose_worker() != "cli":
@@ -229,6 +230,8 @@ class CrawlqPeer:
         for start in range(0, n, BULK_BATCH):
             stop = min(n, start + BULK_BATCH)
             app.schedule_many(task.spec(i, **options(i)) for i in range(start, stop))
+        if self.store == "postgres":
+            analyze_postgres(self.server_url)
         self.gate.wait()
         try:
             workers.start(cmd, env)

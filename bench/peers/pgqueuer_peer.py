@@ -41,6 +41,7 @@ from common import (
     LEDGER_CODE,
     Ledger,
     Workers,
+    analyze_postgres,
     check_tree,
     fanout_run,
     latency_run,
@@ -326,6 +327,7 @@ class PgqueuerPeer:
         ledger, workers, env = self.ledger("deep", dsn)
         with conn:
             self.bulk(self.queries(conn), n, "deep")
+            analyze_postgres(self.url)
             self.gate.wait()
             try:
                 workers.start(self.cmd_continuous, env)

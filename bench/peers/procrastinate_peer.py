@@ -33,6 +33,7 @@ from common import (
     LEDGER_CODE,
     Ledger,
     Workers,
+    analyze_postgres,
     check_tree,
     fanout_run,
     latency_run,
@@ -246,6 +247,7 @@ class ProcrastinatePeer:
         ledger, workers, env = self.ledger("deep", dsn)
         try:
             self.bulk(app.tasks["deep"], n)
+            analyze_postgres(self.url)
             self.gate.wait()
             workers.start(self.worker_cmd(), env)
             return wait_deep(ledger, workers, "procrastinate deep queue", sample)
