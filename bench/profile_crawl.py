@@ -84,10 +84,10 @@ class Clocks:
 
         return wrapper
 
-    def table(self, title: str, pages: int, top: int) -> str:
-        lines = [f"| {title} | us/page | calls |", "|---|---:|---:|"]
+    def table(self, title: str, pages: int, top: int, unit: str = "page") -> str:
+        lines = [f"| {title} | us/{unit} | calls |", "|---|---:|---:|"]
         for key, cpu in self.cpu.most_common(top):
-            lines.append(f"| {key} | {cpu / pages * 1e6:,.0f} | {self.calls[key]:,} |")
+            lines.append(f"| {key} | {cpu / pages * 1e6:,.1f} | {self.calls[key]:,} |")
         return "\n".join(lines)
 
 

@@ -83,48 +83,17 @@ def fill(app: crawlq.App, n: int, crawl: Sequence[str] = ()) -> None:
 
     def options(i: int) -> dict[str, Any]:
         host = f"host{i % HOSTS}.test"
-        chosen = {"crawl": crawl_id, "key": f"https://{host}/page/{i}", "limit_key": host}
-        return {k: v for k, v in chosen.items() if k.replace("limit_key", "limit") in crawl}
+        chosen: dict[str, Any] = {}
+        if "crawl" in crawl:
+            chosen["crawl"] = crawl_id
+        if "key" in crawl:
+            chosen["key"] = f"https://{host}/page/{i}"
+        if "limit" in crawl:
+            chosen["limit_key"] = host
+        return chosen
 
     for start in range(0, n, 500):
         app.schedule_many(noop.spec(i, **options(i)) for i in range(start, min(n, start + 500)))
-
-
-class Statements:
-    """Stands in for the SQLite store's connection and adds up each statement's calls and
-    wall time in ``execute`` (its triggers included), by the store's query name."""
-
-    def __init__(self, store: Any) -> None:
-        from crawlq.stores.sqlite.core import Q
-
-        self._names = {text: name for name, text in dict(Q).items()}
-        self._conn = store._conn
-        self.calls: Counter[str] = Counter()
-        self.seconds: defaultdict[str, float] = defaultdict(float)
-        store._conn = self
-
-    def execute(self, sql: str, *args: Any) -> Any:
-        t0 = time.perf_counter()
-        try:
-            return self._conn.execute(sql, *args)
-        finally:
-            name = self._names.get(sql, " ".join(sql.split())[:40])
-            self.calls[name] += 1
-            self.seconds[name] += time.perf_counter() - t0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._conn, name)
-
-    def report(self, jobs: int, top: int = 12) -> str:
-        lines = ["| statement | calls | total ms | µs per job |", "|---|---:|---:|---:|"]
-        for name, seconds in sorted(self.seconds.items(), key=lambda kv: -kv[1])[:top]:
-            per_job = seconds / jobs * 1e6
-            lines.append(f"| {name} | {self.calls[name]:,} | {seconds * 1e3:.0f} | {per_job:.1f} |")
-        total = sum(self.seconds.values())
-        lines.append(
-            f"| all | {sum(self.calls.values()):,} | {total * 1e3:.0f} | {total / jobs * 1e6:.1f} |"
-        )
-        return "\n".join(lines)
 
 
 class TimedLock:
@@ -442,7 +411,8 @@ def main() -> int:
     parser.add_argument(
         "--statements",
         action="store_true",
-        help="a third run: each SQL statement's time (wall, in execute, triggers included)",
+        help="a third run: each SQL statement's CPU in execute, triggers included "
+        "(profile_crawl.py's timer)",
     )
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="crawlq-profile-"))
@@ -482,13 +452,19 @@ def main() -> int:
         print("```")
 
         if args.statements:  # 3. the statements of an unprofiled run
+            from profile_crawl import Clocks, time_statements
+
+            statements = Clocks()
+            time_statements(statements)  # the connections opened from here on
             app = make_app(tmp / "statements.db")
             fill(app, args.n, args.crawl)
-            statements = Statements(app.store)
+            statements.cpu.clear()
+            statements.calls.clear()
             run_worker(app)
             app.close()
-            print(f"\n## SQL statements of an unprofiled run, N={args.n:,}\n")
-            print(statements.report(args.n))
+            total = sum(statements.cpu.values()) / args.n * 1e6
+            print(f"\n## SQL statements of an unprofiled run, N={args.n:,}: {total:.1f} µs a job\n")
+            print(statements.table("SQL statement (execute, thread CPU)", args.n, 12, "job"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
