@@ -160,7 +160,7 @@ CREATE INDEX crawlq_jobs_finished ON crawlq_jobs (queue, state, finished_at)
     WHERE finished_at IS NOT NULL;
 
 CREATE UNIQUE INDEX crawlq_jobs_key ON crawlq_jobs (queue, key)
-    WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running');
+    WHERE key IS NOT NULL AND finished_at IS NULL;
 
 CREATE INDEX crawlq_jobs_lease ON crawlq_jobs (lease_expires_at)
     WHERE state = 'running';

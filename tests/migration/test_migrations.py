@@ -334,3 +334,40 @@ def test_0005_keeps_the_workers_and_adds_their_process_identity(db: Path) -> Non
         assert {w.id: w.process for w in store.worker_list()}["w-new"] == "linux:b:1:8:9"
     finally:
         store.close()
+
+
+def test_0009_keeps_one_live_job_per_key_and_puts_finish_times_in_step(db: Path) -> None:
+    """0009 indexes live keys by finished_at: a file at version 8 keeps its live and
+    finished jobs, a job whose finish time an earlier release left out of step with its
+    state is put in step (ended: its creation time; live: none), and the uniqueness of
+    live keys holds as before."""
+    old = migration_files()[:8]
+    assert [name for _, name, _ in old][-1] == "0008_crawl_path.sql"
+    rows = [  # (key, state, finished_at)
+        ("a", "done", 5.0),
+        ("a", "ready", None),
+        ("b", "cancelled", None),  # ended without a finish time
+        ("c", "scheduled", 6.0),  # live with one
+    ]
+    with closing(sqlite3.connect(db)) as conn:
+        migrate_by_hand(conn, len(old))
+        conn.executemany(
+            "INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state, "
+            "max_attempts, lease_seconds, created_at, finished_at) "
+            "VALUES ('q', 't', '[]', '{}', ?, 0, 1.0, ?, 3, 60, 2.0, ?)",
+            rows,
+        )
+        conn.commit()
+    store = open_store(url(db))
+    try:
+        assert "0009_live_keys.sql" in [name for _, name in applied(db)]
+        jobs = store.job_list(JobFilter())
+        assert [(j.key, j.state.value) for j in jobs] == [
+            ("a", "done"), ("a", "pending"), ("b", "cancelled"), ("c", "pending"),
+        ]  # fmt: skip
+        assert [j.finished_at for j in jobs] == [5.0, None, 2.0, None]
+        again = store.job_schedule([JobSpec(queue="q", task="t", key=k) for k in "abc"])
+        assert [r.outcome.value for r in again] == ["updated", "created", "updated"]
+        assert [r.job_id for r in again][::2] == [jobs[1].id, jobs[3].id]
+    finally:
+        store.close()

@@ -14,8 +14,8 @@ import pytest
 
 import crawlq
 from crawlq.crawls import CrawlSpec, CrawlState
-from crawlq.jobs import Job, JobSpec
-from crawlq.stores.base import ClaimParams, Completion
+from crawlq.jobs import Job, JobSpec, Outcome
+from crawlq.stores.base import ClaimParams, Completion, Failure
 from crawlq.stores.sqlite.store import Q, SQLiteSettings, SQLiteStore, add_functions
 from crawlq.stores.states import LEASE_EXPIRED
 
@@ -58,6 +58,10 @@ def test_claim_by_ids_and_lease_sweep_use_indexes(db: sqlite3.Connection) -> Non
     assert "crawlq_jobs_lease (lease_expires_at<?)" in sweep
     live = plan(db, Q["job_live_keys"], {"pairs": '[["q", "a"], ["q", "b"]]'})
     assert "SEARCH crawlq_jobs USING INDEX crawlq_jobs_key (queue=? AND key=?)" in live
+    by_key = plan(db, Q["job_get_live_by_key"], {"queue": "q", "key": "a"})
+    assert "USING INDEX crawlq_jobs_key (queue=? AND key=?)" in by_key
+    requeue = plan(db, Q["job_requeue"], {"id": 1, "now": 0.0})
+    assert "SEARCH live USING INDEX crawlq_jobs_key (queue=? AND key=?)" in requeue
     assert "SCAN crawlq_jobs" not in live
 
 
@@ -375,5 +379,52 @@ def test_a_fingerprint_the_store_knows_is_seen_is_not_asked_again(
         assert outcomes([link(4)])[0] == ["created"], "the rolled back insert is forgotten"
         results, asked = outcomes([link(1)])
         assert results == ["seen"] and len(asked) == 1, "and all it knew: link 1 is asked"
+    finally:
+        store.close()
+
+
+def _index_pages(path: Path, index: str) -> dict[int, bytes]:
+    """The pages of ``index`` in the database file, after a checkpoint (dbstat: which
+    pages; the file: their bytes)."""
+    with closing(sqlite3.connect(path)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        try:
+            found = conn.execute("SELECT pageno FROM dbstat WHERE name = ?", (index,))
+        except sqlite3.OperationalError:
+            pytest.skip("this SQLite is built without the dbstat table")
+        numbers = [n for (n,) in found]
+    data = path.read_bytes()
+    return {n: data[(n - 1) * size : n * size] for n in numbers}
+
+
+def test_claims_and_promotions_of_keyed_jobs_leave_the_key_index_unwritten(
+    tmp_path: Path,
+) -> None:
+    """The key index holds live jobs by finished_at, not by state (migration 0009): a
+    keyed job's entry is written when it is inserted and deleted when it ends; a claim or
+    a promotion in between rewrites no page of it (a failure does: it sets finished_at
+    when the job dies)."""
+    path = tmp_path / "jobs.db"
+    store = SQLiteStore(SQLiteSettings(path=str(path)))
+    try:
+        keys = [f"https://host{i % 7}.test/page/{i}" for i in range(400)]
+        store.job_schedule([JobSpec(queue="q", task="t", key=k, delay=10) for k in keys], now=T0)
+        before = _index_pages(path, "crawlq_jobs_key")
+        assert len(before) > 3  # keys spread over several leaves
+        claimed: list[Job] = []
+        params = ClaimParams(queues=["q"], worker_id="w", limit=50, now=T0 + 11)
+        while batch := store.job_claim(params):
+            claimed.extend(batch)  # the first claim promotes the jobs that became due
+        assert len(claimed) == len(keys)
+        assert _index_pages(path, "crawlq_jobs_key") == before
+        retry = [Failure(lease=j.lease, error="boom", retry_delay=5.0) for j in claimed[:100]]
+        assert store.job_fail(retry, now=T0 + 12) == [True] * 100
+        done = [Completion(lease=j.lease) for j in claimed[100:]]
+        assert store.job_complete(done, now=T0 + 13) == [True] * 300
+        assert _index_pages(path, "crawlq_jobs_key") != before  # ended: their entries went
+        again = store.job_schedule([JobSpec(queue="q", task="t", key=k) for k in keys], now=T0 + 14)
+        created = [r.outcome is Outcome.CREATED for r in again]
+        assert created == [False] * 100 + [True] * 300  # the retried ones are still live
     finally:
         store.close()

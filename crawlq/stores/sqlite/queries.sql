@@ -15,6 +15,13 @@ priority DESC, run_at, id
 -- The job belongs to a paused crawl.
 crawl_id IS NOT NULL AND (SELECT state FROM crawlq_crawls WHERE id = crawl_id) = 'paused'
 
+-- fragment: live
+-- The job is live (pending or running). finished_at is set exactly when a job has ended
+-- (every statement that ends a job sets it, every one that makes a job pending again
+-- clears it), so it says so without `state`: the key index (migrations/0009_live_keys.sql,
+-- whose WHERE must read the same) is not rewritten at each change of state.
+finished_at IS NULL
+
 -- fragment: take_back
 -- A running job taken back from its worker (lease expired, worker lost): dead with
 -- :reason when it has no attempt left, else pending again; :error says why
@@ -35,8 +42,7 @@ INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state
                          limit_key)
 VALUES (:queue, :task, :args, :kwargs, :key, :priority, :run_at, :state,
         :max_attempts, :lease_seconds, :timeout, :now, :crawl_id, :limit_key)
-ON CONFLICT (queue, key)
-    WHERE key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
+ON CONFLICT (queue, key) WHERE key IS NOT NULL AND {{live}}
 DO NOTHING
 RETURNING id;
 
@@ -56,14 +62,13 @@ RETURNING id;
 SELECT queue, key FROM crawlq_jobs
 WHERE (queue, key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                        FROM json_each(:pairs))
-  AND key IS NOT NULL AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running');
+  AND key IS NOT NULL AND {{live}};
 
 -- name: job_get_live_by_key
 SELECT id, state, priority, coalesce(own_run_at, run_at) AS run_at, args, kwargs, task,
        max_attempts, lease_seconds, timeout, followup, crawl_id, limit_key
 FROM crawlq_jobs
-WHERE queue = :queue AND key = :key
-  AND state IN ('scheduled', 'ready', 'waiting', 'held', 'running');
+WHERE queue = :queue AND key = :key AND {{live}};
 
 -- name: job_pending_by_id
 -- A pending job as job_update_pending rewrites it (a front by its own run_at).
@@ -203,9 +208,8 @@ SET state = crawlq_pending_state({{paused}}, limit_key IS NOT NULL, 1),
     followup = NULL  -- spent when the job died: it must not become a job a second time
 WHERE id = :id AND state = 'dead'
   AND (key IS NULL OR NOT EXISTS (
-        SELECT 1 FROM crawlq_jobs AS live
-        WHERE live.queue = crawlq_jobs.queue AND live.key = crawlq_jobs.key
-          AND live.state IN ('scheduled', 'ready', 'waiting', 'held', 'running')))
+        SELECT 1 FROM crawlq_jobs AS live  -- (the live test reads its finished_at)
+        WHERE live.queue = crawlq_jobs.queue AND live.key = crawlq_jobs.key AND {{live}}))
   AND (crawl_id IS NULL OR EXISTS (
         SELECT 1 FROM crawlq_crawls AS c
         WHERE c.id = crawlq_jobs.crawl_id AND c.state IN ('running', 'paused')))
