@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from crawlq.jobs import Job, JobSpec, Lease, ScheduleResult
@@ -114,7 +114,7 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         self,
         operation: str,
         query: str,
-        items: Sequence[dict[str, Any]],
+        ends: Sequence[End],
         now: float,
         children: Sequence[Sequence[JobSpec]] = (),
         records: Sequence[Sequence[CrawlRecord]] = (),
@@ -122,32 +122,43 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         """``_end`` in a write transaction of its own."""
 
         def work(conn: sqlite3.Connection) -> list[bool]:
-            return self._end(conn, query, items, now, children, records)
+            return self._end(conn, query, ends, now, children, records)
 
-        return self._write(operation, work) if items else []
+        return self._write(operation, work) if ends else []
 
     def _end(
         self,
         conn: sqlite3.Connection,
         query: str,
-        items: Sequence[dict[str, Any]],
+        ends: Sequence[End],
         now: float,
         children: Sequence[Sequence[JobSpec]] = (),
         records: Sequence[Sequence[CrawlRecord]] = (),
     ) -> list[bool]:
-        """Apply a state change that may end jobs, then spawn their remembered requests
-        and (for completions) their children (dropped when their crawl is closed), keep
-        the records of those applied, then settle keys and crawls."""
+        """End leases (``query``, job_complete or job_fail, takes one ``End`` per lease),
+        then spawn the remembered requests of the jobs that ended and schedule the
+        children of each completion applied (dropped when their crawl is closed), keep
+        the records of those applied, then settle keys and crawls.
+
+        One statement ends each run of leases (``_runs``): a lease's children are
+        scheduled after the leases before it and before the leases after it, as when each
+        lease ends in turn (a child may take the key of a later lease's job)."""
         touched = Touched()
         applied: list[bool] = []
-        for i, item in enumerate(items):
-            rows = conn.execute(Q[query], item).fetchall()
-            applied.append(bool(rows))
+        for run in _runs(ends, children):
+            batch = {"ends": dumps([ends[i] for i in run]), "now": now}
+            rows = conn.execute(Q[query], batch).fetchall()
             touched.note(rows)
-            ended = [r for r in rows if r["state"] in ("done", "dead")]
-            self._spawn_followups(conn, ended, now, touched)
-            if rows and children:
-                self._schedule_all(conn, children[i], now, touched, drop_closed=True)
+            by_id = {r["id"]: r for r in rows}
+            for i in run:
+                row = by_id.get(ends[i][0])
+                applied.append(row is not None)
+                if row is None:
+                    continue
+                if row["state"] in ("done", "dead"):
+                    self._spawn_followups(conn, [row], now, touched)
+                if children:
+                    self._schedule_all(conn, children[i], now, touched, drop_closed=True)
         if records:
             self._keep_records(conn, records, applied)
         self._settle(conn, touched, now)
@@ -155,7 +166,7 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
 
     def _job_complete(self, completions: Sequence[Completion], now: Timestamp | None) -> list[bool]:
         t = self._now(now)
-        items = _completion_items(completions, t)
+        items = _completion_items(completions)
         kids = [c.children for c in completions]
         records = _records(completions)
         return self._ending("completing jobs", "job_complete", items, t, kids, records)
@@ -165,7 +176,7 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
     ) -> tuple[list[bool], list[Job]]:
         """The completions, then the claim, in one write transaction."""
         t = self._now(params.now)
-        items = _completion_items(completions, t)
+        items = _completion_items(completions)
         kids = [c.children for c in completions]
         records = _records(completions)
 
@@ -177,16 +188,8 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
 
     def _job_fail(self, failures: Sequence[Failure], now: Timestamp | None) -> list[bool]:
         t = self._now(now)
-        items = [
-            {
-                "id": f.lease.job_id,
-                "token": f.lease.token,
-                "error": f.error,
-                "retry_delay": f.retry_delay,
-                "reason": f.reason,
-                "now": t,
-            }
-            for f in failures
+        items: list[End] = [
+            [f.lease.job_id, f.lease.token, f.error, f.retry_delay, f.reason] for f in failures
         ]
         records = _records(failures)
         return self._ending("recording failed attempts", "job_fail", items, t, (), records)
@@ -241,12 +244,32 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         return self._write("rescheduling jobs", work) if ids else []
 
 
-def _completion_items(completions: Sequence[Completion], now: float) -> list[dict[str, Any]]:
-    """The parameters of ``job_complete`` for each completion."""
-    return [
-        {"id": c.lease.job_id, "token": c.lease.token, "result": dumps(c.result), "now": now}
-        for c in completions
-    ]
+End = list[Any]
+"""A lease to end as job_complete and job_fail take it: [id, token, ...their values]."""
+
+
+def _completion_items(completions: Sequence[Completion]) -> list[End]:
+    """The ``End`` of each completion: [id, token, result as JSON]."""
+    return [[c.lease.job_id, c.lease.token, dumps(c.result)] for c in completions]
+
+
+def _runs(ends: Sequence[End], children: Sequence[Sequence[JobSpec]]) -> Iterator[list[int]]:
+    """The indexes of ``ends`` in runs that one statement may end together: a run stops
+    after a completion with children (they are scheduled before the next lease ends) and
+    before a job id it holds already (SQLite would join one row to both)."""
+    run: list[int] = []
+    ids: set[int] = set()
+    for i, end in enumerate(ends):
+        if end[0] in ids:
+            yield run
+            run, ids = [], set()
+        run.append(i)
+        ids.add(end[0])
+        if children and children[i]:
+            yield run
+            run, ids = [], set()
+    if run:
+        yield run
 
 
 def _records(outcomes: Sequence[Completion | Failure]) -> list[Sequence[CrawlRecord]]:

@@ -122,26 +122,41 @@ RETURNING *;
 UPDATE crawlq_jobs SET lease_expires_at = :now + lease_seconds
 WHERE id = :id AND lease_token = :token AND state = 'running';
 
+-- fragment: ends
+-- Where one statement ends a batch of leases (SQLiteJobs._end): the jobs of e, the
+-- statement's rows of :ends (a JSON list, one [id, token, ...] per lease, no id twice:
+-- the store cuts a batch before an id it holds, as SQLite would join one row to both),
+-- that still hold their lease.
+WHERE crawlq_jobs.id = e.job_id AND crawlq_jobs.lease_token = e.token
+  AND crawlq_jobs.state = 'running'
+RETURNING id, queue, key, followup, state, crawl_id, limit_key
+
 -- name: job_complete
 UPDATE crawlq_jobs
-SET state = 'done', result = :result, finished_at = :now,
+SET state = 'done', result = e.result, finished_at = :now,
     lease_token = NULL, lease_expires_at = NULL
-WHERE id = :id AND lease_token = :token AND state = 'running'
-RETURNING id, queue, key, followup, state, crawl_id, limit_key;
+FROM (SELECT json_extract(value, '$[0]') AS job_id, json_extract(value, '$[1]') AS token,
+             json_extract(value, '$[2]') AS result
+      FROM json_each(:ends)) AS e
+{{ends}};
 
 -- name: job_fail
--- A job that is pending again is held in a paused crawl and waits behind its limit key.
+-- A retry_delay of null sends the job to dead. A job that is pending again is held in a
+-- paused crawl and waits behind its limit key.
 UPDATE crawlq_jobs
-SET state = CASE WHEN :retry_delay IS NULL THEN 'dead'
+SET state = CASE WHEN e.retry_delay IS NULL THEN 'dead'
                  ELSE crawlq_pending_state({{paused}}, limit_key IS NOT NULL,
-                                           :retry_delay <= 0) END,
-    run_at = CASE WHEN :retry_delay IS NULL THEN run_at ELSE :now + :retry_delay END,
-    last_error = :error,
-    dead_reason = CASE WHEN :retry_delay IS NULL THEN :reason END,
-    finished_at = CASE WHEN :retry_delay IS NULL THEN :now END,
+                                           e.retry_delay <= 0) END,
+    run_at = CASE WHEN e.retry_delay IS NULL THEN run_at ELSE :now + e.retry_delay END,
+    last_error = e.error,
+    dead_reason = CASE WHEN e.retry_delay IS NULL THEN e.reason END,
+    finished_at = CASE WHEN e.retry_delay IS NULL THEN :now END,
     lease_token = NULL, lease_expires_at = NULL
-WHERE id = :id AND lease_token = :token AND state = 'running'
-RETURNING id, queue, key, followup, state, crawl_id, limit_key;
+FROM (SELECT json_extract(value, '$[0]') AS job_id, json_extract(value, '$[1]') AS token,
+             json_extract(value, '$[2]') AS error, json_extract(value, '$[3]') AS retry_delay,
+             json_extract(value, '$[4]') AS reason
+      FROM json_each(:ends)) AS e
+{{ends}};
 
 -- name: job_release
 UPDATE crawlq_jobs
