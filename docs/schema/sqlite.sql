@@ -63,7 +63,7 @@ CREATE TABLE "crawlq_jobs" (
     crawl_id         INTEGER,
     limit_key        TEXT,
     own_run_at       REAL
-);
+, key_released REAL);
 
 CREATE TABLE crawlq_limit_defaults (
     queue        TEXT    PRIMARY KEY,
@@ -160,7 +160,7 @@ CREATE INDEX crawlq_jobs_finished ON crawlq_jobs (queue, state, finished_at)
     WHERE finished_at IS NOT NULL;
 
 CREATE UNIQUE INDEX crawlq_jobs_key ON crawlq_jobs (queue, key)
-    WHERE key IS NOT NULL AND finished_at IS NULL;
+    WHERE key IS NOT NULL AND key_released IS NULL;
 
 CREATE INDEX crawlq_jobs_lease ON crawlq_jobs (lease_expires_at)
     WHERE state = 'running';

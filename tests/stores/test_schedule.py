@@ -270,15 +270,21 @@ ENDINGS: dict[str, tuple[Callable[[Store, Job], None], JobState]] = {
 }
 
 
+@pytest.mark.parametrize("together", [False, True], ids=["alone", "in a bulk call"])
 @pytest.mark.parametrize("ending", sorted(ENDINGS))
-def test_a_key_is_free_again_once_its_job_has_ended(store: Store, ending: str) -> None:
+def test_a_key_is_free_again_once_its_job_has_ended(
+    store: Store, ending: str, together: bool
+) -> None:
     end, state = ENDINGS[ending]
     first = add(store, key="k", args=[1])
     end(store, claim_one(store))
-    [result] = schedule(store, spec(key="k", args=[2]), now=T0 + 1)
+    others = [spec(key="other", args=[3]), spec(args=[4])] if together else []
+    [result, *_] = schedule(store, spec(key="k", args=[2]), *others, now=T0 + 1)
     assert result.outcome is Outcome.CREATED and result.job_id > first
     assert get(store, first).state is state
     assert get(store, result.job_id).args == [2]
+    [again] = schedule(store, spec(key="k", args=[5]), now=T0 + 2)
+    assert (again.outcome, again.job_id) == (Outcome.UPDATED, result.job_id)
 
 
 def test_uniqueness_holds_under_concurrent_scheduling(

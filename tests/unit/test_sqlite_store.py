@@ -56,12 +56,14 @@ def test_claim_by_ids_and_lease_sweep_use_indexes(db: sqlite3.Connection) -> Non
     assert "INTEGER PRIMARY KEY" in claim
     sweep = plan(db, Q["job_expire_leases"], {**LEASE_EXPIRED, "now": 0.0})
     assert "crawlq_jobs_lease (lease_expires_at<?)" in sweep
-    live = plan(db, Q["job_live_keys"], {"pairs": '[["q", "a"], ["q", "b"]]'})
+    live = plan(db, Q["job_key_holders"], {"pairs": '[["q", "a"], ["q", "b"]]'})
     assert "SEARCH crawlq_jobs USING INDEX crawlq_jobs_key (queue=? AND key=?)" in live
     by_key = plan(db, Q["job_get_live_by_key"], {"queue": "q", "key": "a"})
     assert "USING INDEX crawlq_jobs_key (queue=? AND key=?)" in by_key
     requeue = plan(db, Q["job_requeue"], {"id": 1, "now": 0.0})
-    assert "SEARCH live USING INDEX crawlq_jobs_key (queue=? AND key=?)" in requeue
+    assert "SEARCH holder USING INDEX crawlq_jobs_key (queue=? AND key=?)" in requeue
+    release = plan(db, Q["job_release_ended_key"], {"queue": "q", "key": "a", "now": 0.0})
+    assert "USING INDEX crawlq_jobs_key (queue=? AND key=?)" in release
     assert "SCAN crawlq_jobs" not in live
 
 
@@ -398,13 +400,10 @@ def _index_pages(path: Path, index: str) -> dict[int, bytes]:
     return {n: data[(n - 1) * size : n * size] for n in numbers}
 
 
-def test_claims_and_promotions_of_keyed_jobs_leave_the_key_index_unwritten(
-    tmp_path: Path,
-) -> None:
-    """The key index holds live jobs by finished_at, not by state (migration 0009): a
-    keyed job's entry is written when it is inserted and deleted when it ends; a claim or
-    a promotion in between rewrites no page of it (a failure does: it sets finished_at
-    when the job dies)."""
+def test_a_keyed_job_s_own_life_leaves_the_key_index_unwritten(tmp_path: Path) -> None:
+    """The key index holds the jobs that hold their keys (migration 0009): a keyed job's
+    entry is written when it is inserted, and its promotion, claim, retry and end write
+    no page of it; a later job taking the key of an ended one does."""
     path = tmp_path / "jobs.db"
     store = SQLiteStore(SQLiteSettings(path=str(path)))
     try:
@@ -417,14 +416,18 @@ def test_claims_and_promotions_of_keyed_jobs_leave_the_key_index_unwritten(
         while batch := store.job_claim(params):
             claimed.extend(batch)  # the first claim promotes the jobs that became due
         assert len(claimed) == len(keys)
-        assert _index_pages(path, "crawlq_jobs_key") == before
         retry = [Failure(lease=j.lease, error="boom", retry_delay=5.0) for j in claimed[:100]]
         assert store.job_fail(retry, now=T0 + 12) == [True] * 100
         done = [Completion(lease=j.lease) for j in claimed[100:]]
         assert store.job_complete(done, now=T0 + 13) == [True] * 300
-        assert _index_pages(path, "crawlq_jobs_key") != before  # ended: their entries went
+        assert _index_pages(path, "crawlq_jobs_key") == before
         again = store.job_schedule([JobSpec(queue="q", task="t", key=k) for k in keys], now=T0 + 14)
         created = [r.outcome is Outcome.CREATED for r in again]
         assert created == [False] * 100 + [True] * 300  # the retried ones are still live
+        assert _index_pages(path, "crawlq_jobs_key") != before  # new holders for 300 keys
+        holders = store._conn.execute(
+            "SELECT count(*) FROM crawlq_jobs WHERE key_released IS NULL"
+        ).fetchone()[0]
+        assert holders == len(keys)
     finally:
         store.close()

@@ -16,11 +16,15 @@ priority DESC, run_at, id
 crawl_id IS NOT NULL AND (SELECT state FROM crawlq_crawls WHERE id = crawl_id) = 'paused'
 
 -- fragment: live
--- The job is live (pending or running). finished_at is set exactly when a job has ended
--- (every statement that ends a job sets it, every one that makes a job pending again
--- clears it), so it says so without `state`: the key index (migrations/0009_live_keys.sql,
--- whose WHERE must read the same) is not rewritten at each change of state.
-finished_at IS NULL
+-- The job is live (pending or running).
+state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
+
+-- fragment: holds_key
+-- The job holds its key (if it has one): from its insert until a later job takes the key
+-- after it has ended. A live job always holds its key; the key index holds the holders
+-- (migrations/0009_live_keys.sql, whose WHERE must read the same), so no change of a
+-- job's state rewrites it.
+key_released IS NULL
 
 -- fragment: take_back
 -- A running job taken back from its worker (lease expired, worker lost): dead with
@@ -42,7 +46,7 @@ INSERT INTO crawlq_jobs (queue, task, args, kwargs, key, priority, run_at, state
                          limit_key)
 VALUES (:queue, :task, :args, :kwargs, :key, :priority, :run_at, :state,
         :max_attempts, :lease_seconds, :timeout, :now, :crawl_id, :limit_key)
-ON CONFLICT (queue, key) WHERE key IS NOT NULL AND {{live}}
+ON CONFLICT (queue, key) WHERE key IS NOT NULL AND {{holds_key}}
 DO NOTHING
 RETURNING id;
 
@@ -57,18 +61,30 @@ INSERT INTO crawlq_jobs (queue, key, task, args, kwargs, priority, run_at, state
 SELECT * FROM (VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)) WHERE column1 IS NOT NULL
 RETURNING id;
 
--- name: job_live_keys
--- Which of :pairs (a JSON list of [queue, key]) have a live job.
-SELECT queue, key FROM crawlq_jobs
+-- name: job_key_holders
+-- The jobs that hold the keys of :pairs (a JSON list of [queue, key]), and whether each
+-- is live.
+SELECT id, queue, key, {{live}} AS live FROM crawlq_jobs
 WHERE (queue, key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
                        FROM json_each(:pairs))
-  AND key IS NOT NULL AND {{live}};
+  AND key IS NOT NULL AND {{holds_key}};
+
+-- name: job_release_keys
+-- Ended jobs of :ids (a JSON list) release their keys for a new holder.
+UPDATE crawlq_jobs SET key_released = :now
+WHERE id IN (SELECT value FROM json_each(:ids)) AND {{holds_key}} AND NOT {{live}};
+
+-- name: job_release_ended_key
+-- The holder of (queue, key) releases it if it has ended; a row comes back if it did.
+UPDATE crawlq_jobs SET key_released = :now
+WHERE queue = :queue AND key = :key AND {{holds_key}} AND NOT {{live}}
+RETURNING id;
 
 -- name: job_get_live_by_key
 SELECT id, state, priority, coalesce(own_run_at, run_at) AS run_at, args, kwargs, task,
        max_attempts, lease_seconds, timeout, followup, crawl_id, limit_key
 FROM crawlq_jobs
-WHERE queue = :queue AND key = :key AND {{live}};
+WHERE queue = :queue AND key = :key AND {{holds_key}} AND {{live}};
 
 -- name: job_pending_by_id
 -- A pending job as job_update_pending rewrites it (a front by its own run_at).
@@ -215,16 +231,19 @@ LIMIT :limit;
 
 -- name: job_requeue
 -- A dead job of a closed crawl stays dead; one of a paused crawl is held; a keyed one
--- waits behind its key (the store reconciles it).
+-- waits behind its limit key (the store reconciles it). A dead job whose key another job
+-- holds stays dead (the store first releases the key of an ended holder:
+-- job_release_ended_key); else it holds its key again.
 UPDATE crawlq_jobs
 SET state = crawlq_pending_state({{paused}}, limit_key IS NOT NULL, 1),
     attempts = 0, run_at = :now, finished_at = NULL, dead_reason = NULL,
-    lease_token = NULL, lease_expires_at = NULL, worker_id = NULL,
+    lease_token = NULL, lease_expires_at = NULL, worker_id = NULL, key_released = NULL,
     followup = NULL  -- spent when the job died: it must not become a job a second time
 WHERE id = :id AND state = 'dead'
   AND (key IS NULL OR NOT EXISTS (
-        SELECT 1 FROM crawlq_jobs AS live  -- (the live test reads its finished_at)
-        WHERE live.queue = crawlq_jobs.queue AND live.key = crawlq_jobs.key AND {{live}}))
+        SELECT 1 FROM crawlq_jobs AS holder  -- (the holds_key test reads holder's column)
+        WHERE holder.queue = crawlq_jobs.queue AND holder.key = crawlq_jobs.key
+          AND holder.id <> crawlq_jobs.id AND {{holds_key}}))
   AND (crawl_id IS NULL OR EXISTS (
         SELECT 1 FROM crawlq_crawls AS c
         WHERE c.id = crawlq_jobs.crawl_id AND c.state IN ('running', 'paused')))

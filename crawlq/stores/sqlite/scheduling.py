@@ -86,7 +86,7 @@ class SQLiteScheduling(SQLiteCore):
         if len(specs) <= 1:  # a completion without children costs nothing here
             one = self._schedule_one
             return [one(conn, spec, now, touched, drop_closed=drop_closed) for spec in specs]
-        taken = self._live_keys(conn, specs)
+        taken = self._live_keys(conn, specs, now)
         results: list[ScheduleResult | None] = []
         start = 0
         for i, spec in enumerate(specs):
@@ -102,14 +102,19 @@ class SQLiteScheduling(SQLiteCore):
         return results
 
     @staticmethod
-    def _live_keys(conn: sqlite3.Connection, specs: Sequence[JobSpec]) -> set[tuple[str, str]]:
+    def _live_keys(
+        conn: sqlite3.Connection, specs: Sequence[JobSpec], now: float
+    ) -> set[tuple[str, str]]:
         """The (queue, key) pairs of ``specs`` that have a live job (none read when no spec
-        has a key)."""
+        has a key); the ended jobs that hold the others release them, for the new jobs."""
         pairs = [[spec.queue, spec.key] for spec in specs if spec.key is not None]
         if not pairs:
             return set()
-        rows = conn.execute(Q["job_live_keys"], {"pairs": dumps(pairs)})
-        return {(row[0], row[1]) for row in rows}
+        rows = conn.execute(Q["job_key_holders"], {"pairs": dumps(pairs)}).fetchall()
+        ended = [row["id"] for row in rows if not row["live"]]
+        if ended:
+            conn.execute(Q["job_release_keys"], {"ids": dumps(ended), "now": now})
+        return {(row["queue"], row["key"]) for row in rows if row["live"]}
 
     def _schedule_run(
         self,
@@ -253,7 +258,7 @@ class SQLiteScheduling(SQLiteCore):
         crawl: sqlite3.Row | None,
     ) -> JobId | None:
         """Insert a pending job unless (queue, key) is live, in the state ``_new_state``
-        gives it."""
+        gives it (an ended job holding the key releases it)."""
         state, reconcile = self._new_state(conn, queue, request, now, touched, crawl)
         params = {
             **request_params(request),
@@ -265,8 +270,10 @@ class SQLiteScheduling(SQLiteCore):
             "limit_key": request.limit_key,
         }
         rows = conn.execute(Q["job_insert"], params).fetchall()
-        if not rows:
-            return None
+        if not rows:  # the key's holder: live, or ended and now releasing it
+            if not conn.execute(Q["job_release_ended_key"], params).fetchall():
+                return None
+            rows = conn.execute(Q["job_insert"], params).fetchall()
         if reconcile is not None:
             touched.keys.add(reconcile)
         return int(rows[0][0])
