@@ -362,7 +362,7 @@ def test_0009_keeps_one_live_job_per_key_and_the_ended_jobs_release_theirs(db: P
         conn.commit()
     store = open_store(url(db))
     try:
-        assert "0009_live_keys.sql" in [name for _, name in applied(db)]
+        assert "0009_key_holders.sql" in [name for _, name in applied(db)]
         with closing(sqlite3.connect(db)) as conn:
             released = conn.execute("SELECT key_released FROM crawlq_jobs ORDER BY id")
             assert [r for (r,) in released] == [5.0, None, 6.0, 7.0, None]

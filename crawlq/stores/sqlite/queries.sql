@@ -22,7 +22,7 @@ state IN ('scheduled', 'ready', 'waiting', 'held', 'running')
 -- fragment: holds_key
 -- The job holds its key (if it has one): from its insert until a later job takes the key
 -- after it has ended. A live job always holds its key; the key index holds the holders
--- (migrations/0009_live_keys.sql, whose WHERE must read the same), so no change of a
+-- (migrations/0009_key_holders.sql, whose WHERE must read the same), so no change of a
 -- job's state rewrites it.
 key_released IS NULL
 
@@ -51,7 +51,7 @@ DO NOTHING
 RETURNING id;
 
 -- name: job_insert_rows
--- job_insert for jobs whose keys have no live job (the store checks: job_live_keys; a
+-- job_insert for jobs whose keys have no live job (the store checks: job_key_holders; a
 -- conflict here is an error, not a merge): the store repeats the row of placeholders
 -- once per job (crawlq.stores.sqlite.core.row_batches, which pads a batch with all-NULL
 -- rows: they insert nothing). The new ids come back.
