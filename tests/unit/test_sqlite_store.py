@@ -62,7 +62,7 @@ def test_claim_by_ids_and_lease_sweep_use_indexes(db: sqlite3.Connection) -> Non
     assert "USING INDEX crawlq_jobs_key (queue=? AND key=?)" in by_key
     requeue = plan(db, Q["job_requeue"], {"id": 1, "now": 0.0})
     assert "SEARCH holder USING INDEX crawlq_jobs_key (queue=? AND key=?)" in requeue
-    release = plan(db, Q["job_release_ended_key"], {"queue": "q", "key": "a", "now": 0.0})
+    release = plan(db, Q["job_release_ended_keys"], {"pairs": '[["q", "a"]]', "now": 0.0})
     assert "USING INDEX crawlq_jobs_key (queue=? AND key=?)" in release
     assert "SCAN crawlq_jobs" not in live
 

@@ -69,15 +69,13 @@ WHERE (queue, key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '
                        FROM json_each(:pairs))
   AND key IS NOT NULL AND {{holds_key}};
 
--- name: job_release_keys
--- Ended jobs of :ids (a JSON list) release their keys for a new holder.
+-- name: job_release_ended_keys
+-- The ended jobs that hold the keys of :pairs (a JSON list of [queue, key]) release them
+-- for a new holder; the rows of those released come back.
 UPDATE crawlq_jobs SET key_released = :now
-WHERE id IN (SELECT value FROM json_each(:ids)) AND {{holds_key}} AND NOT {{live}};
-
--- name: job_release_ended_key
--- The holder of (queue, key) releases it if it has ended; a row comes back if it did.
-UPDATE crawlq_jobs SET key_released = :now
-WHERE queue = :queue AND key = :key AND {{holds_key}} AND NOT {{live}}
+WHERE (queue, key) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]')
+                       FROM json_each(:pairs))
+  AND key IS NOT NULL AND {{holds_key}} AND NOT {{live}}
 RETURNING id;
 
 -- name: job_get_live_by_key
@@ -233,7 +231,7 @@ LIMIT :limit;
 -- A dead job of a closed crawl stays dead; one of a paused crawl is held; a keyed one
 -- waits behind its limit key (the store reconciles it). A dead job whose key another job
 -- holds stays dead (the store first releases the key of an ended holder:
--- job_release_ended_key); else it holds its key again.
+-- job_release_ended_keys); else it holds its key again.
 UPDATE crawlq_jobs
 SET state = crawlq_pending_state({{paused}}, limit_key IS NOT NULL, 1),
     attempts = 0, run_at = :now, finished_at = NULL, dead_reason = NULL,

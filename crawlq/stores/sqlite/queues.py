@@ -70,8 +70,8 @@ class SQLiteQueues(SQLiteScheduling, JobGate):
                     limits = None if crawl is None else crawl["limits"]
                     self._ensure_key(conn, row["limit_key"], row["queue"], limits)
                 if row["key"] is not None and row["key_released"] is not None:
-                    key = {"queue": row["queue"], "key": row["key"], "now": t}
-                    conn.execute(Q["job_release_ended_key"], key)  # else a live job has it
+                    # a later job took its key: released if that job has ended too
+                    self._release_ended_keys(conn, [[row["queue"], row["key"]]], t)
                 done = conn.execute(Q["job_requeue"], {"id": row["id"], "now": t}).fetchall()
                 if done:
                     touched.note(done, crawls=False)

@@ -102,8 +102,15 @@ class SQLiteScheduling(SQLiteCore):
         return results
 
     @staticmethod
+    def _release_ended_keys(
+        conn: sqlite3.Connection, pairs: Sequence[Sequence[str]], now: float
+    ) -> bool:
+        """The ended jobs holding the (queue, key) ``pairs`` release them; whether any did."""
+        params = {"pairs": dumps(pairs), "now": now}
+        return bool(conn.execute(Q["job_release_ended_keys"], params).fetchall())
+
     def _live_keys(
-        conn: sqlite3.Connection, specs: Sequence[JobSpec], now: float
+        self, conn: sqlite3.Connection, specs: Sequence[JobSpec], now: float
     ) -> set[tuple[str, str]]:
         """The (queue, key) pairs of ``specs`` that have a live job (none read when no spec
         has a key); the ended jobs that hold the others release them, for the new jobs."""
@@ -111,9 +118,9 @@ class SQLiteScheduling(SQLiteCore):
         if not pairs:
             return set()
         rows = conn.execute(Q["job_key_holders"], {"pairs": dumps(pairs)}).fetchall()
-        ended = [row["id"] for row in rows if not row["live"]]
+        ended = [[row["queue"], row["key"]] for row in rows if not row["live"]]
         if ended:
-            conn.execute(Q["job_release_keys"], {"ids": dumps(ended), "now": now})
+            self._release_ended_keys(conn, ended, now)
         return {(row["queue"], row["key"]) for row in rows if row["live"]}
 
     def _schedule_run(
@@ -271,7 +278,7 @@ class SQLiteScheduling(SQLiteCore):
         }
         rows = conn.execute(Q["job_insert"], params).fetchall()
         if not rows:  # the key's holder: live, or ended and now releasing it
-            if not conn.execute(Q["job_release_ended_key"], params).fetchall():
+            if key is None or not self._release_ended_keys(conn, [[queue, key]], now):
                 return None
             rows = conn.execute(Q["job_insert"], params).fetchall()
         if reconcile is not None:
