@@ -201,13 +201,9 @@ CREATE UNIQUE INDEX crawlq_jobs_key ON crawlq_jobs USING btree (queue, key_diges
 
 CREATE INDEX crawlq_jobs_lease ON crawlq_jobs USING btree (lease_expires_at) WHERE (state = 'running'::text);
 
-CREATE INDEX crawlq_jobs_ready ON crawlq_jobs USING btree (queue, run_at) WHERE (state = 'ready'::text);
-
 CREATE INDEX crawlq_jobs_scheduled ON crawlq_jobs USING btree (queue, run_at) WHERE (state = 'scheduled'::text);
 
 CREATE INDEX crawlq_jobs_waiting ON crawlq_jobs USING btree (limit_digest, priority DESC, run_at, id) WHERE (state = 'waiting'::text);
-
-CREATE INDEX crawlq_jobs_worker ON crawlq_jobs USING btree (worker_id) WHERE (state = 'running'::text);
 
 CREATE UNIQUE INDEX crawlq_keys_key ON crawlq_keys USING btree (crawlq_digest(key));
 
@@ -288,6 +284,7 @@ CREATE OR REPLACE FUNCTION crawlq_jobs_inserted()
 AS $function$
 DECLARE
     a_free text[];
+    at double precision;
 BEGIN
     INSERT INTO crawlq_count_deltas (queue, state, n)
     SELECT queue, state, count(*) FROM new_rows GROUP BY queue, state;
@@ -346,12 +343,12 @@ BEGIN
         RETURNING k.key, k.front, k.max_running, k.running
     )
     SELECT array_agg(up.key) INTO a_free FROM up
-    WHERE up.front IS NULL AND (up.max_running IS NULL OR up.running < up.max_running)
-      AND up.key IN (SELECT limit_key FROM new_rows WHERE state = 'waiting');
-    IF a_free IS NOT NULL THEN
-        -- New fronts are due at the caller's instant, the jobs' created_at.
-        PERFORM crawlq_reconcile(a_free, max(created_at))
-        FROM new_rows WHERE state = 'waiting';
+    WHERE up.front IS NULL AND (up.max_running IS NULL OR up.running < up.max_running);
+    -- New fronts are due at the caller's instant, the jobs' created_at. (A key whose new
+    -- jobs are all held has no waiting job for crawlq_reconcile to find.)
+    SELECT max(created_at) INTO at FROM new_rows WHERE state = 'waiting';
+    IF a_free IS NOT NULL AND at IS NOT NULL THEN
+        PERFORM crawlq_reconcile(a_free, at);
     END IF;
     RETURN NULL;
 END $function$;
@@ -600,6 +597,27 @@ CREATE OR REPLACE FUNCTION crawlq_pending_state(paused boolean, keyed boolean, d
  IMMUTABLE PARALLEL SAFE
 AS $function$ SELECT CASE WHEN paused THEN 'held' WHEN keyed THEN 'waiting'
                       WHEN due THEN 'ready' ELSE 'scheduled' END $function$;
+
+CREATE OR REPLACE FUNCTION crawlq_ready_min(q text)
+ RETURNS double precision
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+ SET search_path TO 'crawlq'
+AS $function$
+WITH RECURSIVE firsts AS (
+    (SELECT priority, run_at FROM crawlq_jobs
+     WHERE queue = q AND state = 'ready'
+     ORDER BY priority DESC, run_at, id LIMIT 1)
+    UNION ALL
+    SELECT next.priority, next.run_at
+    FROM firsts CROSS JOIN LATERAL (
+        SELECT priority, run_at FROM crawlq_jobs
+        WHERE queue = q AND state = 'ready' AND priority < firsts.priority
+        ORDER BY priority DESC, run_at, id LIMIT 1
+    ) AS next
+)
+SELECT min(run_at) FROM firsts
+$function$;
 
 CREATE OR REPLACE FUNCTION crawlq_reconcile(keys text[], now double precision)
  RETURNS void

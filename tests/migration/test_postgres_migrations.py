@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import crawlq
-from crawlq.jobs import JobSpec, Lease, Outcome
+from crawlq.jobs import JobSpec, JobState, Lease, Outcome, WorkerInfo
 from crawlq.stores.base import ClaimParams, Completion, JobFilter
 from tests import servers
 
@@ -163,4 +163,35 @@ def test_a_schema_at_0007_with_a_crawl_migrates_to_0008(
     assert state == "held"
     assert new.crawl_resume(crawl, now=T0)
     assert len(new.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=5, now=T0))) == 1
+    new.close()
+
+
+def test_a_schema_at_0012_migrates_to_0013_and_reads_due_times_and_lost_workers(
+    schema: str, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0013 drops the run_at index of ready jobs and the worker index: a schema at 0012
+    with ready jobs of two priorities and a job running on a worker keeps its answers
+    (the oldest ready run_at, the lost worker's job going back) from the indexes left."""
+    known = pg._known_migrations()
+    monkeypatch.setattr(pg, "_known_migrations", lambda: {v: known[v] for v in range(1, 13)})
+    old = _open(schema)
+    old.job_schedule(
+        [JobSpec(task="t", queue="q", priority=p, run_at=T0 - p) for p in (0, 0, 5)], now=T0
+    )
+    worker = WorkerInfo(id="w1", host="h", pid=1, queues=("q",), runtime="thread", concurrency=1)
+    old.worker_register(worker, now=T0)
+    [job] = old.job_claim(ClaimParams(queues=["q"], worker_id="w1", limit=1, now=T0))
+    old.close()
+    monkeypatch.undo()
+
+    new = _open(schema)
+    names = "SELECT indexname FROM pg_indexes WHERE schemaname = %s"
+    indexes = {r[0] for r in raw.execute(names, [schema])}
+    assert {"crawlq_jobs_ready", "crawlq_jobs_worker"}.isdisjoint(indexes)
+    assert job.priority == 5
+    assert new.job_next_due(["q"]) == T0  # the two ready jobs of priority 0
+    assert new.worker_reap(dead_after=60.0, gone=["w1"], now=T0) == ["w1"]
+    again = new.job_get(job.id)
+    assert again is not None and again.state == JobState.PENDING and again.attempts == 1
+    assert new.job_next_due(["q"]) == T0 - 5
     new.close()

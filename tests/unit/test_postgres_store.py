@@ -20,7 +20,7 @@ import pytest
 import crawlq
 from crawlq.jobs import JobSpec, JobState, Lease, Outcome
 from crawlq.stores.base import ClaimParams, Completion, Failure, JobFilter, Store, WaitParams
-from crawlq.stores.states import LEASE_EXPIRED
+from crawlq.stores.states import LEASE_EXPIRED, WORKER_LOST
 from tests import servers
 
 psycopg = pytest.importorskip("psycopg")
@@ -85,6 +85,7 @@ def _generic_plan(raw: Any, query: str, params: dict[str, Any]) -> dict[str, Any
             names.append(match.group(1))
         return f"${names.index(match.group(1)) + 1}"
 
+    raw.prepare_threshold = None  # psycopg would prepare these, and DEALLOCATE ALL drop them
     raw.execute("DEALLOCATE ALL")
     raw.execute("PREPARE probe AS " + re.sub(r"%\((\w+)\)s", placeholder, query))
     raw.execute("SET plan_cache_mode = force_generic_plan")
@@ -210,12 +211,49 @@ def test_reads_of_stats_due_times_and_leases_use_indexes(big: PostgresStore, raw
         "job_prune": {"now": T0, "retention": 60.0},
         "job_lock_live": {"queue": ["a"], "key": ["k"], "now": T0},
         "job_get": {"id": 1},
+        "worker_reap": {**WORKER_LOST, "now": T0, "dead_after": 60.0, "gone": ["w"]},
     }
     for name, params in cases.items():
         scans = _scans(_generic_plan(raw, Q[name], params))
         assert scans and all(kind != "Seq Scan" for kind, _ in scans), (name, scans)
         if name == "job_lock_live":  # keys are found by their digest (migration 0005)
             assert [index for _, index in scans] == ["crawlq_jobs_key"], scans
+
+
+def test_the_oldest_ready_job_is_read_from_the_claim_index_one_entry_a_priority(
+    open_pg: OpenPG, raw: Any
+) -> None:
+    """crawlq_ready_min (migration 0013, which dropped the (queue, run_at) index of ready
+    jobs) gives job_next_due and queue_stats the earliest run_at of a queue's ready jobs:
+    the first claim-index entry of each priority. 100,000 ready jobs in 3 priorities, the
+    oldest in the lowest one; the answer costs a few index pages, not a scan."""
+    store = open_pg()
+    raw.execute(
+        """INSERT INTO crawlq_jobs (queue, task, args, kwargs, priority, run_at, state,
+                                    max_attempts, lease_seconds, created_at)
+           SELECT 'deep', 't', '[]', '{}', i %% 3, %s + i %% 1000 - (i %% 3 = 0)::int, 'ready',
+                  3, 30, %s
+           FROM generate_series(1, 100000) AS i""",
+        [T0, T0],
+    )
+    raw.execute("ANALYZE crawlq_jobs")
+    [(expected,)] = raw.execute(
+        "SELECT min(run_at) FROM crawlq_jobs WHERE queue = 'deep' AND state = 'ready'"
+    ).fetchall()
+    assert expected == T0 - 1  # i = 1000*k, priority 0 (the last one read)
+    assert store.job_next_due(["deep"]) == expected
+    [stats] = store.queue_stats(now=T0)
+    assert (stats.due, stats.oldest_due_age) == (100_000, T0 - expected)
+
+    def pages(query: str) -> int:
+        [(explained,)] = raw.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + query)
+        top = explained[0]["Plan"]
+        return int(top["Shared Hit Blocks"] + top["Shared Read Blocks"])
+
+    pages("SELECT crawlq_ready_min('deep')")  # the function's first call reads the catalog
+    scan = pages("SELECT min(run_at) FROM crawlq_jobs WHERE queue = 'deep' AND state = 'ready'")
+    assert pages("SELECT crawlq_ready_min('deep')") * 20 < scan
+    assert raw.execute("SELECT crawlq_ready_min('none')").fetchone() == (None,)
 
 
 def _analyzed(raw: Any) -> bool:
@@ -240,9 +278,11 @@ def test_a_job_table_never_analyzed_is_analyzed_by_the_lease_duty_once_it_holds_
     open_pg: OpenPG, raw: Any
 ) -> None:
     """Jobs queued into a new schema, before autovacuum's first look: with no statistics
-    the claim sorted every ready job on each call (60,000 here; a drain at a fifth of its
-    speed). The lease duty's call (``job_expire_leases``) analyzes the table once it
-    holds 1,000 jobs; then the claim reads the claim index in order."""
+    the claim read crawlq_jobs_ready (queue, run_at) and sorted every ready job on each
+    call (60,000 here; a drain at a fifth of its speed). Migration 0013 dropped that
+    index, and the claim reads the claim index in order with or without statistics; the
+    lease duty's call (``job_expire_leases``) still analyzes the table once it holds
+    1,000 jobs, for every other plan."""
     store = open_pg()
     raw.execute("ALTER TABLE crawlq_jobs SET (autovacuum_enabled = false)")
     store.job_schedule([spec() for _ in range(10)], now=T0)
@@ -262,7 +302,7 @@ def test_a_job_table_never_analyzed_is_analyzed_by_the_lease_duty_once_it_holds_
     ).fetchone()[0]:
         assert time.monotonic() < deadline, "PostgreSQL never counted the 60,000 rows"
         time.sleep(0.2)
-    assert _claim_sorts_jobs(raw)  # the plan without statistics
+    assert not _claim_sorts_jobs(raw)  # the plan without statistics
     open_pg().job_expire_leases(now=T0)  # (the first store looks again in 5 s)
     assert _analyzed(raw)
     assert not _claim_sorts_jobs(raw)
@@ -560,6 +600,7 @@ def test_concurrent_opens_migrate_once(open_pg: OpenPG, raw: Any) -> None:
         (10, "0010_periodic.sql"),
         (11, "0011_crawl_path.sql"),
         (12, "0012_job_triggers.sql"),
+        (13, "0013_job_writes.sql"),
     ]
 
 
@@ -724,7 +765,7 @@ def test_a_claim_reads_only_fronts_however_many_jobs_wait_behind_blocked_keys(
         raw, _limited("job_claim", 8), {"queues": ["q"], "now": T0, "worker_id": "w"}
     )
     # only indexes that hold no waiting job (and primary key look-ups) are read
-    claim_side = {"crawlq_jobs_claim", "crawlq_jobs_ready", "crawlq_jobs_scheduled"}
+    claim_side = {"crawlq_jobs_claim", "crawlq_jobs_scheduled"}
     scans = [scan for scan in _scans(plan) if scan[0] != "ModifyTable"]
     assert scans and all(
         kind in ("Index Scan", "Index Only Scan") and name in {*claim_side, "crawlq_jobs_pkey"}

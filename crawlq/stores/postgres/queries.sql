@@ -400,13 +400,12 @@ CROSS JOIN LATERAL (
 ) AS first;
 
 -- name: job_next_due
--- The earliest run_at of the pending jobs of some queues (two index mins per queue),
--- and the store's instant.
+-- The earliest run_at of the pending jobs of some queues (crawlq_ready_min and an index
+-- min per queue), and the store's instant.
 SELECT min(first.run_at) AS next_due, crawlq_now(NULL) AS now
 FROM unnest(%(queues)s::text[]) AS q(queue)
 CROSS JOIN LATERAL (
-    (SELECT run_at FROM crawlq_jobs WHERE queue = q.queue AND state = 'ready'
-     ORDER BY run_at LIMIT 1)
+    SELECT crawlq_ready_min(q.queue) AS run_at
     UNION ALL
     (SELECT run_at FROM crawlq_jobs WHERE queue = q.queue AND state = 'scheduled'
      ORDER BY run_at LIMIT 1)
@@ -485,10 +484,7 @@ CROSS JOIN LATERAL (
     SELECT count(*) AS n FROM crawlq_jobs
     WHERE queue = queues.queue AND state = 'scheduled' AND run_at <= crawlq_now(%(now)s)
 ) AS unpromoted
-CROSS JOIN LATERAL (
-    SELECT min(run_at) AS run_at FROM crawlq_jobs
-    WHERE queue = queues.queue AND state = 'ready'
-) AS ready_min
+CROSS JOIN LATERAL (SELECT crawlq_ready_min(queues.queue) AS run_at) AS ready_min
 CROSS JOIN LATERAL (
     SELECT min(run_at) AS run_at FROM crawlq_jobs
     WHERE queue = queues.queue AND state = 'scheduled'
@@ -536,8 +532,9 @@ FROM crawlq_workers;
 
 -- name: worker_reap
 -- One statement: alive workers whose heartbeat is overdue, or that the caller names as
--- gone, become dead, and their running jobs (found by the worker index, locked: a
--- concurrent completion is waited for, and then the job is no longer running) go back as
+-- gone, become dead, and their running jobs (read from the lease index, which holds the
+-- running jobs only; locked: a concurrent completion is waited for, and then the job is
+-- no longer running) go back as
 -- job_expire_leases returns expired leases, with reason worker_lost. The update trigger
 -- does the rest, as for expiry.
 -- A server that was down took no heartbeat: none is overdue before it has been up for
