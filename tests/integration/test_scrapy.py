@@ -217,7 +217,10 @@ def test_delayed_request_is_fetched_when_due(run: Run) -> None:
     finally:
         app.close()
     enqueued = next(float(e["enqueued"]) for e in events if "enqueued" in e)  # type: ignore[arg-type]
-    assert 1.5 <= job.run_at - enqueued <= 1.5 + 0.5  # due 1.5 s after it was stored
+    # due 1.5 s after it was stored; a claimed job's run_at is when its host let it start,
+    # which the politeness gate after the previous page can make a little later (2.01 s
+    # once, in a full suite run on a loaded machine)
+    assert 1.5 <= job.run_at - enqueued <= 1.5 + 1.0
     assert 0 <= fetched - job.run_at <= 0.5  # not at the engine's 5-second heartbeat
     assert_finished_once(run, 1)
 
