@@ -314,9 +314,9 @@ BEGIN
         WHERE cr.id = ch.crawl_id;
     END IF;
     -- A key used for the first time (or only blocked so far) takes its settings from the
-    -- crawl of its first new job, else from the queue default, else none. The keys of
-    -- new waiting jobs that have no front and room for one are reconciled (a key that
-    -- has a front, the common case, costs no call).
+    -- crawl of its first new job, else from the queue default, else none. When new jobs
+    -- wait, the keys that have no front and room for one are reconciled (a key that has
+    -- a front, the common case, costs no call).
     WITH up AS (
         INSERT INTO crawlq_keys AS k (key, max_running, min_interval, source, pending)
         SELECT DISTINCT ON (f.limit_key) f.limit_key,

@@ -534,9 +534,8 @@ FROM crawlq_workers;
 -- One statement: alive workers whose heartbeat is overdue, or that the caller names as
 -- gone, become dead, and their running jobs (read from the lease index, which holds the
 -- running jobs only; locked: a concurrent completion is waited for, and then the job is
--- no longer running) go back as
--- job_expire_leases returns expired leases, with reason worker_lost. The update trigger
--- does the rest, as for expiry.
+-- no longer running) go back as job_expire_leases returns expired leases, with reason
+-- worker_lost. The update trigger does the rest, as for expiry.
 -- A server that was down took no heartbeat: none is overdue before it has been up for
 -- dead_after (on its real clock, so a given now skips this), or every worker would be
 -- declared dead after an outage that long and its jobs run twice.
