@@ -4,6 +4,7 @@ the same private servers, in one run; a Markdown table and a PNG chart.
     .venv/bin/python bench/peers/run.py --write     # the full run; rewrites docs/benchmarks.md
     .venv/bin/python bench/peers/run.py --quick     # small sizes, 1 run, table on stdout
     .venv/bin/python bench/peers/run.py --peers crawlq,huey --workloads drain,latency
+    .venv/bin/python bench/peers/run.py --from-log run.err --write   # a stopped run's table
 
 Peers are installed apart from crawlq: `.venv/bin/pip install -r
 bench/requirements-peers.txt`. A peer whose package is missing is left out (and said so).
@@ -23,11 +24,14 @@ import argparse
 import datetime as dt
 import importlib
 import importlib.metadata
+import json
 import os
 import platform
+import re
 import shutil
 import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -204,6 +208,13 @@ def parse_args(argv: Sequence[str] | None) -> tuple[argparse.Namespace, Sizes]:
         f"{CHART.relative_to(REPO)} (else: table on stdout only)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the temp directory (logs)")
+    parser.add_argument(
+        "--from-log",
+        type=Path,
+        metavar="FILE",
+        help="measure nothing: the table (and with --write the doc and chart) of the figures "
+        "an earlier run printed to stderr, e.g. one stopped before its last run",
+    )
     args = parser.parse_args(argv)
     q = args.quick
     z = Sizes(
@@ -237,6 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     workloads = [w for w in WORKLOADS if w in args.workloads.split(",")]
     store_filter = {s for s in args.stores.split(",") if s}
 
+    if args.from_log is not None:
+        return from_log(args, argv, z)
     notes: list[str] = []
     loaded: dict[str, tuple[Any, Any]] = {}
     for p in wanted:
@@ -273,6 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             urls["redis"] = rd.url
             versions["redis"] = f"Redis {bench_stores.redis_version(rd.url)}"
         print(f"# working in {tmp}; servers: {urls}", file=sys.stderr, flush=True)
+        print(f"# versions: {json.dumps(versions)}", file=sys.stderr, flush=True)
 
         for p, s in pairs:
             try:
@@ -321,6 +335,96 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"# kept {tmp}", file=sys.stderr)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+PROGRESS = re.compile(r"^# run (\d+)/(\d+) (\S+) (\S+) (\S+): (.*)$")
+"""A progress line of main's: run, runs, system, store, workload, what it measured."""
+
+
+def read_log(text: str) -> tuple[Results, Failures, dict[str, str], int, int]:
+    """The figures, failures, server versions, runs asked for and runs begun of a run's
+    stderr (its progress lines; the values as printed, to 0.1)."""
+    results: Results = {}
+    failed: Failures = {}
+    versions: dict[str, str] = {}
+    asked = begun = 0
+    for line in text.splitlines():
+        if line.startswith("# versions: "):
+            versions = json.loads(line.removeprefix("# versions: "))
+        m = PROGRESS.match(line)
+        if m is None:
+            continue
+        run, runs, p, s, wl, what = m.groups()
+        asked, begun = int(runs), max(begun, int(run))
+        if what.startswith("FAILED "):
+            failed[(p, s, wl)] = what.removeprefix("FAILED ")
+            continue
+        for part in what.split(", "):
+            words = part.split(" ")
+            if len(words) == 3:  # "key value unit"; "n/a" measured nothing
+                results.setdefault((p, s, words[0]), []).append(float(words[1].replace(",", "")))
+    return results, failed, versions, asked, begun
+
+
+def server_versions() -> dict[str, str]:
+    """SQLite's, and PostgreSQL's and Redis's as their installed binaries say (a log
+    written before main printed the servers' versions does not hold them)."""
+    from tests import servers
+
+    found = {"sqlite": f"SQLite {sqlite3.sqlite_version}"}
+    binaries = {"postgres": (servers._pg_bindir(), "postgres"), "redis": (None, "redis-server")}
+    for store, (bindir, name) in binaries.items():
+        exe = str(Path(bindir) / name) if bindir else shutil.which(name)
+        if exe is None:
+            continue
+        try:
+            out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
+        except OSError:
+            continue
+        m = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
+        if m:
+            found[store] = f"{STORE_NAMES[store]} {m.group(1)}"
+    return found
+
+
+def from_log(args: argparse.Namespace, argv: Sequence[str] | None, z: Sizes) -> int:
+    """main with ``--from-log``: the report of an earlier run's figures, measuring nothing.
+    The sizes must be the run's (its command's options)."""
+    results, failed, versions, asked, begun = read_log(args.from_log.read_text())
+    if not results:
+        raise SystemExit(f"{args.from_log}: no progress lines of bench/peers/run.py in it")
+    names = [p for p in PEERS if any(k[0] == p for k in [*results, *failed])]
+    loaded: dict[str, tuple[Any, Any]] = {}
+    notes: list[str] = []
+    for p in names:
+        got = load_peer(p)
+        if isinstance(got, str):
+            raise SystemExit(f"{p}: {got}")
+        loaded[p] = got
+    peers: dict[tuple[str, str], Any] = {(k[0], k[1]): None for k in [*results, *failed]}
+    counts = {len(v) for v in results.values()}
+    args.runs = max(counts)
+    if begun < asked or len(counts) > 1:
+        short = sorted({k[2] for k, v in results.items() if len(v) < args.runs})
+        notes.append(
+            f"the run was stopped in its run {begun} of {asked}: figures with fewer than "
+            f"{args.runs} values: {', '.join(short) or 'none'} (their median is of those "
+            "it has)"
+        )
+    notes.append("table made from the run's log (`--from-log`): values as it printed them")
+    versions = {**server_versions(), **versions}
+    given = sys.argv[1:] if argv is None else argv
+    log_argv = [a for a in given if a not in ("--from-log", str(args.from_log))]
+    text = report(results, failed, peers, loaded, notes, versions, z, args, log_argv,
+                  Path(tempfile.gettempdir()))  # fmt: skip
+    text = text.replace("wall time {WALL} s", "wall time not in the log")
+    text = text.replace("{LOAD}", "not in the log")
+    print(text)
+    if args.write:
+        write_doc(text)
+        chart(results, peers, loaded, z)
+        print(f"# wrote {DOC} and {CHART}", file=sys.stderr)
     return 0
 
 
@@ -389,7 +493,8 @@ def report(
     tmp: Path,
 ) -> str:
     out: list[str] = []
-    cmd = " ".join([".venv-peers/bin/python", "bench/peers/run.py", *(argv or sys.argv[1:])])
+    given = sys.argv[1:] if argv is None else argv
+    cmd = " ".join([".venv-peers/bin/python", "bench/peers/run.py", *given])
     names = [n for n in loaded if n != "raw"]
     stores = [s for s in STORES if any(ps == s for _, ps in peers)]
     pkg = [
