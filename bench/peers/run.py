@@ -31,7 +31,6 @@ import re
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -318,11 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = report(results, failed, peers, loaded, notes, versions, z, args, argv, tmp)
         text = text.replace("{WALL}", f"{time.perf_counter() - started:,.0f}")
         text = text.replace("{LOAD}", gate.describe())
-        print(text)
-        if args.write:
-            write_doc(text)
-            chart(results, peers, loaded, z)
-            print(f"# wrote {DOC} and {CHART}", file=sys.stderr)
+        publish(text, args.write, results, peers, loaded, z)
     finally:
         for peer in peers.values():
             try:
@@ -344,7 +339,8 @@ PROGRESS = re.compile(r"^# run (\d+)/(\d+) (\S+) (\S+) (\S+): (.*)$")
 
 def read_log(text: str) -> tuple[Results, Failures, dict[str, str], int, int]:
     """The figures, failures, server versions, runs asked for and runs begun of a run's
-    stderr (its progress lines; the values as printed, to 0.1)."""
+    stderr (its progress lines; the values as printed: to 0.01, or to 0.1 in the logs of
+    earlier runs, whose ms ratios can be a few per cent off)."""
     results: Results = {}
     failed: Failures = {}
     versions: dict[str, str] = {}
@@ -365,27 +361,6 @@ def read_log(text: str) -> tuple[Results, Failures, dict[str, str], int, int]:
             if len(words) == 3:  # "key value unit"; "n/a" measured nothing
                 results.setdefault((p, s, words[0]), []).append(float(words[1].replace(",", "")))
     return results, failed, versions, asked, begun
-
-
-def server_versions() -> dict[str, str]:
-    """SQLite's, and PostgreSQL's and Redis's as their installed binaries say (a log
-    written before main printed the servers' versions does not hold them)."""
-    from tests import servers
-
-    found = {"sqlite": f"SQLite {sqlite3.sqlite_version}"}
-    binaries = {"postgres": (servers._pg_bindir(), "postgres"), "redis": (None, "redis-server")}
-    for store, (bindir, name) in binaries.items():
-        exe = str(Path(bindir) / name) if bindir else shutil.which(name)
-        if exe is None:
-            continue
-        try:
-            out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
-        except OSError:
-            continue
-        m = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
-        if m:
-            found[store] = f"{STORE_NAMES[store]} {m.group(1)}"
-    return found
 
 
 def from_log(args: argparse.Namespace, argv: Sequence[str] | None, z: Sizes) -> int:
@@ -413,19 +388,33 @@ def from_log(args: argparse.Namespace, argv: Sequence[str] | None, z: Sizes) -> 
             "it has)"
         )
     notes.append("table made from the run's log (`--from-log`): values as it printed them")
-    versions = {**server_versions(), **versions}
+    if not versions:
+        notes.append("the servers' versions are not in the log (a run before they were logged)")
+    versions = {"sqlite": f"SQLite {sqlite3.sqlite_version}", **versions}
     given = sys.argv[1:] if argv is None else argv
     log_argv = [a for a in given if a not in ("--from-log", str(args.from_log))]
     text = report(results, failed, peers, loaded, notes, versions, z, args, log_argv,
                   Path(tempfile.gettempdir()))  # fmt: skip
     text = text.replace("wall time {WALL} s", "wall time not in the log")
     text = text.replace("{LOAD}", "not in the log")
+    publish(text, args.write, results, peers, loaded, z)
+    return 0
+
+
+def publish(
+    text: str,
+    write: bool,
+    results: Results,
+    peers: dict[tuple[str, str], Any],
+    loaded: dict[str, tuple[Any, Any]],
+    z: Sizes,
+) -> None:
+    """The report on stdout and, with ``write``, into docs/benchmarks.md with its chart."""
     print(text)
-    if args.write:
+    if write:
         write_doc(text)
         chart(results, peers, loaded, z)
         print(f"# wrote {DOC} and {CHART}", file=sys.stderr)
-    return 0
 
 
 def run_one(
@@ -453,10 +442,12 @@ def run_one(
 
 
 def progress(results: Results, failed: Failures, p: str, s: str, wl: str, z: Sizes) -> str:
+    """What a measurement gave, as its progress line says it ("key value unit, ...", or
+    "FAILED why"); read_log reads it back."""
     if (p, s, wl) in failed:
         return f"FAILED {failed[(p, s, wl)]}"
     shown = [
-        f"{f.key} {results[(p, s, f.key)][-1]:,.1f} {f.unit}"
+        f"{f.key} {results[(p, s, f.key)][-1]:,.2f} {f.unit}"
         for f in figures(z)
         if f.workload == wl and (p, s, f.key) in results
     ]
