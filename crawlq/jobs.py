@@ -102,6 +102,33 @@ class JobSpec:
 
 
 _SPEC_FIELDS = tuple(JobSpec.__dataclass_fields__)
+_SPEC_FIELD_SET = frozenset(_SPEC_FIELDS)
+
+
+class SpecTemplate:
+    """A spec to make many from: ``template.make(fields)`` is
+    ``dataclasses.replace(spec, **fields)`` for fields already checked, in half its time
+    (a task's calls and the crawler's links are built this way). The frozen dataclass's
+    ``__init__`` sets each of the 15 fields through ``object.__setattr__``; this sets
+    their slots directly, which is what that does (JobSpec has no ``__post_init__`` to
+    skip)."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, spec: JobSpec) -> None:
+        self._fields = [
+            (name, getattr(JobSpec, name).__set__, getattr(spec, name)) for name in _SPEC_FIELDS
+        ]
+
+    def make(self, fields: Mapping[str, Any]) -> JobSpec:
+        """A spec with ``fields`` (by name) and the template's values for the others."""
+        if not fields.keys() <= _SPEC_FIELD_SET:
+            unknown = sorted(fields.keys() - _SPEC_FIELD_SET)
+            raise TypeError(f"JobSpec has no field(s) {unknown}")
+        spec = object.__new__(JobSpec)
+        for name, set_slot, value in self._fields:
+            set_slot(spec, fields.get(name, value))
+        return spec
 
 
 def spec_to_json(spec: JobSpec) -> dict[str, Any]:

@@ -31,6 +31,15 @@ MAX_TIMESTAMP = 253_402_300_799.0
 MAX_DEPTH = 100
 """How deep task arguments may nest: lists and dicts inside lists and dicts."""
 
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON, as arguments are sized and every store writes them (one encoder made
+    once: ``json.dumps`` with ``separators=`` makes a new one per call, which is as slow as
+    the encoding of a small job's arguments)."""
+    return _COMPACT.encode(value)
+
 
 def _check(value: Any, where: str, depth: int = 0, root: str = "") -> None:
     if value is None or isinstance(value, bool | int | str):
@@ -171,7 +180,7 @@ def encode_arguments(
             _check(value, f"argument {label!r} of task {task!r}")
         for name, value in kwargs.items():
             _check(value, f"argument {name!r} of task {task!r}")
-    text = json.dumps([args, kwargs], separators=(",", ":"))  # one pass: size and copy
+    text = dumps([args, kwargs])  # one pass: size and copy
     size = len(text) if text.isascii() else len(text.encode())
     if size > max_bytes:
         labels = [names[i] if i < len(names) else f"#{i}" for i in range(len(args))]
@@ -206,7 +215,7 @@ def encode_result(task: str, value: Any, *, max_bytes: int) -> JSONValue:
     if value is None:
         return None
     _check(value, f"the result of task {task!r}")
-    text = json.dumps(value, separators=(",", ":"))
+    text = dumps(value)
     size = len(text) if text.isascii() else len(text.encode())
     if size > max_bytes:
         raise PayloadError(

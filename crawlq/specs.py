@@ -68,6 +68,8 @@ def spec_fields(task: str, options: ScheduleOptions) -> dict[str, Any]:
     """The JobSpec fields ``options`` of a call of ``task`` set, checked
     (ConfigurationError naming the task if one is wrong). Options left out or None keep
     the task's template value."""
+    if not options:
+        return {}
     unknown = options.keys() - OPTION_NAMES
     if unknown:
         raise ConfigurationError(

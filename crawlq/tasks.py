@@ -13,7 +13,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, Unpa
 from crawlq.config import DEFAULT_LEASE_SECONDS, DEFAULT_MAX_ATTEMPTS
 from crawlq.exceptions import ConfigurationError, PayloadError
 from crawlq.hooks import Hook, check_hook
-from crawlq.jobs import ConflictPolicy, JobSpec, ScheduleResult
+from crawlq.jobs import ConflictPolicy, JobSpec, ScheduleResult, SpecTemplate
 from crawlq.payload import (
     MAX_COUNT,
     check_count,
@@ -195,9 +195,8 @@ class Task(Generic[P, R]):
         self.options = options
         self.template = options.template(name)
         """The spec of a call without arguments or options (``TaskOptions.template``)."""
-        self._template_fields = {f: getattr(self.template, f) for f in _SPEC_FIELDS}
-        """The template as keyword arguments: a call's spec is built from them directly
-        (``dataclasses.replace`` would read every field again on each call)."""
+        self._template = SpecTemplate(self.template)
+        """What a call's spec is made from (``from_template``)."""
         self.signature = inspect.signature(fn)
         params = list(self.signature.parameters.values())[1:]
         self.arg_names: tuple[str, ...] = tuple(p.name for p in params)
@@ -243,12 +242,13 @@ class Task(Generic[P, R]):
         plain_args, plain_kwargs = encode_arguments(
             self.name, args, kwargs, names=self.arg_names, max_bytes=self.app.max_payload_bytes
         )
-        return self.from_template(args=plain_args, kwargs=plain_kwargs, **fields)
+        fields["args"], fields["kwargs"] = plain_args, plain_kwargs  # a dict of its own
+        return self._template.make(fields)
 
     def from_template(self, **fields: Any) -> JobSpec:
         """The task's template with ``fields`` (JobSpec fields, already checked) set: the
         fast way to build many specs (the crawler's links)."""
-        return JobSpec(**{**self._template_fields, **fields})
+        return self._template.make(fields)
 
     def with_options(self, **options: Unpack[ScheduleOptions]) -> BoundTask[P, R]:
         """This task with schedule options set for the jobs it schedules:

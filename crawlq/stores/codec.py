@@ -9,10 +9,11 @@ and reads them, in one place.
   ``key_limit_from_reply``, ``jobs_from_reply``; a spec as the scripts read it:
   ``spec_row`` (``spec_from`` in ``prelude.lua``).
 - Shared by all: a crawl's limits (``limits_json``, ``limits_from``), its ``on_finish``
-  spec on the SQL stores (``on_finish_json``, ``on_finish_spec``), compact JSON
-  (``dumps``), the records a job's end keeps (``records_by_crawl``; as JSON for the Redis
-  scripts and the process runtime: ``records_json``, ``records_from_json``). A
-  remembered request is ``conflict.Request.to_json``.
+  spec on the SQL stores (``on_finish_json``, ``on_finish_spec``), the records a job's
+  end keeps (``records_by_crawl``; as JSON for the Redis scripts and the process runtime:
+  ``records_json``, ``records_from_json``). A remembered request is
+  ``conflict.Request.to_json``; compact JSON is ``crawlq.payload.dumps``, the encoder
+  that sizes arguments.
 """
 
 from __future__ import annotations
@@ -27,18 +28,13 @@ from crawlq.crawls import CrawlInfo, CrawlState
 from crawlq.exceptions import StoreError
 from crawlq.jobs import ConflictPolicy, Job, JobSpec, JobState
 from crawlq.limits import KeyLimit, Limits
+from crawlq.payload import dumps
 from crawlq.stores.base import CrawlRecord, StoreSummary
 from crawlq.stores.conflict import Request
 from crawlq.stores.states import PUBLIC_STATE
 from crawlq.types import JobId, JSONValue
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
 _SORTED_ENCODER = json.JSONEncoder(separators=(",", ":"), sort_keys=True)
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON, as every store writes it."""
-    return _ENCODER.encode(value)
 
 
 def loads(text: str | None) -> Any:

@@ -10,6 +10,7 @@ import json
 from dataclasses import asdict, dataclass, replace
 
 from crawlq.jobs import ConflictPolicy, JobSpec
+from crawlq.payload import dumps
 from crawlq.types import JSONValue, Timestamp
 
 
@@ -44,7 +45,7 @@ class Request:
         )
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"))
+        return dumps(asdict(self))
 
     @classmethod
     def from_json(cls, text: str) -> Request:

@@ -36,6 +36,31 @@ def test_task_defaults_and_options(app: App) -> None:
     assert app.get_task("links") is links
 
 
+def test_a_calls_spec_is_the_one_the_dataclass_builds(app: App) -> None:
+    """``Task.spec`` makes its JobSpec from the task's template by setting slots
+    (``jobs.SpecTemplate``): it must equal, field for field, what ``JobSpec(...)`` and
+    ``dataclasses.replace`` give, stay frozen, and refuse a field JobSpec does not have."""
+    import dataclasses
+
+    from crawlq.jobs import JobSpec, SpecTemplate
+
+    @app.task(name="links", queue="fetch", max_attempts=5, lease=12, timeout=3, priority=4)
+    def links(ctx: crawlq.JobContext, url: str, depth: int = 0) -> None: ...
+
+    made = links.with_options(key="k", delay=5, limit_key="a.test").spec("https://a.test/", depth=2)
+    built = JobSpec(
+        queue="fetch", task="links", args=["https://a.test/"], kwargs={"depth": 2}, key="k",
+        priority=4, delay=5.0, max_attempts=5, lease_seconds=12, timeout=3,
+        limit_key="a.test",
+    )  # fmt: skip
+    assert made == built and repr(made) == repr(built) and type(made) is JobSpec
+    assert links.spec("u") == dataclasses.replace(links.template, args=["u"])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.key = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError, match=r"JobSpec has no field\(s\) \['url'\]"):
+        SpecTemplate(built).make({"url": "x"})
+
+
 @pytest.mark.parametrize(
     ("options", "fragment"),
     [

@@ -988,7 +988,8 @@ def test_plain_jobs_take_the_lean_script_and_write_what_the_general_one_does(
     job_schedule_plain.lua; every key it writes, and every wake-up, is what
     job_schedule.lua writes for the same specs (called directly on another prefix)."""
     from crawlq.jobs import Outcome
-    from crawlq.stores.codec import dumps, spec_row
+    from crawlq.payload import dumps
+    from crawlq.stores.codec import spec_row
 
     lean, general = (servers.isolated_name(tmp_path, n) for n in ("l", "g"))
     client = redis.Redis.from_url(server.url, decode_responses=True)

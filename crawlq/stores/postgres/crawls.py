@@ -9,8 +9,9 @@ from typing import Any
 from crawlq.crawls import CrawlInfo, CrawlSpec, CrawlState
 from crawlq.jobs import JobSpec
 from crawlq.limits import KeyLimit, Limits
+from crawlq.payload import dumps
 from crawlq.stores.base import StoreSummary
-from crawlq.stores.codec import dumps, limits_json, on_finish_json, summary_of
+from crawlq.stores.codec import limits_json, on_finish_json, summary_of
 from crawlq.stores.gate import CrawlGate
 from crawlq.stores.postgres.core import Conn, Q, Restart, limited, row_crawl, row_key_limit
 from crawlq.stores.postgres.scheduling import PostgresScheduling, insert_params

@@ -10,8 +10,8 @@ from typing import Any
 from psycopg.rows import DictRow
 
 from crawlq.jobs import Job, JobSpec, Lease, ScheduleResult
+from crawlq.payload import dumps
 from crawlq.stores.base import ClaimParams, Completion, Failure, Release
-from crawlq.stores.codec import dumps
 from crawlq.stores.gate import JobGate
 from crawlq.stores.postgres.core import Conn, Q, first_of_each, limited, opt_float, pg_text, row_job
 from crawlq.stores.postgres.scheduling import (

@@ -83,8 +83,9 @@ VALUES (%(version)s, %(name)s, extract(epoch FROM now())::double precision);
 -- inserted earlier in the same input, nothing is inserted: created is false (keys are
 -- unique by key_digest, migration 0005, so a key of any length fits). A job of a
 -- paused crawl is 'held', one with a limit key 'waiting' (the trigger picks fronts).
--- The jobs come as one JSON list of objects (_insert_params in store.py), which costs
--- the client a third of what one array per column did.
+-- The jobs come as one JSON list of objects (insert_row in scheduling.py), which costs
+-- the client a third of what one array per column did; a NULL column is left out of
+-- its object (json_to_recordset reads it as NULL), hold when false.
 WITH input AS (
     SELECT nextval('crawlq_jobs_id_seq') AS id, s.*,
            coalesce(s.given_run_at, crawlq_now(%(now)s) + s.delay) AS run_at
@@ -100,7 +101,8 @@ WITH input AS (
                              max_attempts, lease_seconds, timeout, created_at, crawl_id,
                              limit_key, key_digest, limit_digest)
     SELECT id, queue, task, args, kwargs, key, priority, run_at,
-           crawlq_pending_state(hold, limit_key IS NOT NULL, run_at <= crawlq_now(%(now)s)),
+           crawlq_pending_state(coalesce(hold, false), limit_key IS NOT NULL,
+                                run_at <= crawlq_now(%(now)s)),
            max_attempts, lease_seconds, timeout, crawlq_now(%(now)s), crawl_id, limit_key,
            crawlq_digest(key), crawlq_digest(limit_key)
     FROM input

@@ -12,42 +12,64 @@ from psycopg.rows import DictRow
 
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlState, no_such_crawl
 from crawlq.jobs import JobSpec, Outcome, ScheduleResult
+from crawlq.payload import dumps
 from crawlq.stores.checks import crawl_closed
-from crawlq.stores.codec import dumps, request_params
+from crawlq.stores.codec import request_params
 from crawlq.stores.conflict import Request, merge
-from crawlq.stores.postgres.core import Conn, PostgresCore, Q, Restart, opt_float, row_request
+from crawlq.stores.postgres.core import Conn, PostgresCore, Q, Restart, row_request
 from crawlq.types import JobId, Timestamp
+
+_OPTIONAL = ("key", "given_run_at", "timeout", "crawl_id", "limit_key")
+"""The columns a job row of ``job_insert_many`` leaves out when NULL (json_to_recordset
+reads a missing key as NULL), as ``hold`` when false."""
+
+
+def insert_row(spec: JobSpec, hold: bool) -> dict[str, Any]:
+    """One job as ``job_insert_many`` reads it: a JSON object, NULL columns left out (a
+    plain job's object is a third shorter, to encode, send and parse)."""
+    row: dict[str, Any] = {
+        "queue": spec.queue,
+        "task": spec.task,
+        "args": spec.args,
+        "kwargs": spec.kwargs,
+        "priority": spec.priority,
+        "delay": float(spec.delay),
+        "max_attempts": spec.max_attempts,
+        "lease_seconds": float(spec.lease_seconds),
+    }
+    if spec.key is not None:
+        row["key"] = spec.key
+    if spec.run_at is not None:
+        row["given_run_at"] = float(spec.run_at)
+    if spec.timeout is not None:
+        row["timeout"] = float(spec.timeout)
+    if spec.crawl is not None:
+        row["crawl_id"] = spec.crawl
+        if hold:
+            row["hold"] = True
+    if spec.limit_key is not None:
+        row["limit_key"] = spec.limit_key
+    return row
 
 
 def insert_params(
     specs: Sequence[JobSpec], now: Timestamp | None, paused: frozenset[int] = frozenset()
 ) -> dict[str, Any]:
     """Parameters of ``job_insert_one`` for one spec (one per column), else of
-    ``job_insert_many`` (the specs as one JSON list of rows); jobs of the ``paused`` crawls
-    are held. Arguments that are not JSON raise here, before any I/O."""
-    rows = [
-        {
-            "queue": s.queue,
-            "task": s.task,
-            "args": s.args,
-            "kwargs": s.kwargs,
-            "key": s.key,
-            "priority": s.priority,
-            "given_run_at": opt_float(s.run_at),
-            "delay": float(s.delay),
-            "max_attempts": s.max_attempts,
-            "lease_seconds": float(s.lease_seconds),
-            "timeout": opt_float(s.timeout),
-            "crawl_id": s.crawl,
-            "limit_key": s.limit_key,
-            "hold": s.crawl in paused,
-        }
-        for s in specs
-    ]
-    if len(rows) != 1:
-        return {"rows": dumps(rows), "now": now}
-    [row] = rows
-    return {**row, "args": dumps(row["args"]), "kwargs": dumps(row["kwargs"]), "now": now}
+    ``job_insert_many`` (the specs as one JSON list of rows, ``insert_row``); jobs of the
+    ``paused`` crawls are held. Arguments that are not JSON raise here, before any I/O."""
+    if len(specs) != 1:
+        return {"rows": dumps([insert_row(s, s.crawl in paused) for s in specs]), "now": now}
+    [spec] = specs
+    row = insert_row(spec, spec.crawl in paused)
+    return {
+        **dict.fromkeys(_OPTIONAL),
+        **row,
+        "hold": row.get("hold", False),
+        "args": dumps(spec.args),
+        "kwargs": dumps(spec.kwargs),
+        "now": now,
+    }
 
 
 def created_one(row: DictRow | None) -> ScheduleResult | None:
@@ -200,7 +222,7 @@ class PostgresScheduling(PostgresCore):
             return []
         query_params = insert_params(specs, now) if params is None else params
         created: list[ScheduleResult | None]
-        if "rows" not in query_params:  # _insert_params made one spec's columns
+        if "rows" not in query_params:  # insert_params made one spec's columns
             row = conn.execute(Q["job_insert_one"], query_params).fetchone()
             created = [created_one(row)]
         else:

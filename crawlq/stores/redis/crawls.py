@@ -11,10 +11,10 @@ from typing import Any, cast
 from crawlq.crawls import CrawlInfo, CrawlSpec, CrawlState
 from crawlq.jobs import JobSpec
 from crawlq.limits import KeyLimit, Limits
+from crawlq.payload import dumps
 from crawlq.stores.base import StoreSummary
 from crawlq.stores.codec import (
     crawl_from_hash,
-    dumps,
     key_limit_from_reply,
     limits_json,
     pairs,

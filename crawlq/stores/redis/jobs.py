@@ -8,8 +8,9 @@ import operator
 from collections.abc import Sequence
 
 from crawlq.jobs import Job, JobSpec, Lease, Outcome, ScheduleResult
+from crawlq.payload import dumps
 from crawlq.stores.base import ClaimParams, Completion, Failure, Release
-from crawlq.stores.codec import dumps, jobs_from_reply, records_json, redis_integer, spec_row
+from crawlq.stores.codec import jobs_from_reply, records_json, redis_integer, spec_row
 from crawlq.stores.gate import JobGate
 from crawlq.stores.redis.core import RedisCore, now_arg, number, opt_number, refused
 from crawlq.types import JobId, Timestamp

@@ -15,9 +15,10 @@ import random
 from typing import Any
 
 from crawlq.jobs import Outcome
+from crawlq.payload import dumps
 from crawlq.periodic import FireOutcome, FireRecord, Periodic, PeriodicInfo
 from crawlq.stores.checks import check_finite
-from crawlq.stores.codec import dumps, spec_row
+from crawlq.stores.codec import spec_row
 from crawlq.stores.periodic import Planner
 from crawlq.stores.redis.core import RedisCore, now_arg, number
 from crawlq.types import Timestamp

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import cast
 
 from crawlq.jobs import WorkerInfo
-from crawlq.stores.codec import dumps
+from crawlq.payload import dumps
 from crawlq.stores.gate import WorkerGate
 from crawlq.stores.redis import keys
 from crawlq.stores.redis.core import RedisCore, now_arg, number, opt, translate

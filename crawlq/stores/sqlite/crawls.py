@@ -8,8 +8,9 @@ from collections.abc import Callable, Sequence
 from crawlq.crawls import CrawlInfo, CrawlSpec, CrawlState
 from crawlq.jobs import JobSpec
 from crawlq.limits import KeyLimit, Limits
+from crawlq.payload import dumps
 from crawlq.stores.base import StoreSummary
-from crawlq.stores.codec import dumps, limits_json, on_finish_json, summary_of
+from crawlq.stores.codec import limits_json, on_finish_json, summary_of
 from crawlq.stores.gate import CrawlGate
 from crawlq.stores.sqlite.core import Q, row_crawl, row_key_limit
 from crawlq.stores.sqlite.scheduling import SQLiteScheduling, Touched, with_crawl

@@ -8,9 +8,9 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from crawlq.jobs import Job, JobSpec, Lease, ScheduleResult
+from crawlq.payload import dumps
 from crawlq.stores import states
 from crawlq.stores.base import ClaimParams, Completion, CrawlRecord, Failure, Release
-from crawlq.stores.codec import dumps
 from crawlq.stores.gate import JobGate
 from crawlq.stores.sqlite.core import Q, row_job, row_request
 from crawlq.stores.sqlite.scheduling import SQLiteScheduling, Touched, lone_keys

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from crawlq.jobs import Job, QueueStats, QueueTotals
+from crawlq.payload import dumps
 from crawlq.stores.base import JobFilter, WaitParams
-from crawlq.stores.codec import dumps
 from crawlq.stores.gate import JobGate
 from crawlq.stores.sqlite.core import Q, row_job, translate
 from crawlq.stores.sqlite.scheduling import SQLiteScheduling, Touched

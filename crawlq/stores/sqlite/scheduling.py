@@ -14,9 +14,10 @@ from typing import Any
 
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlState, no_such_crawl
 from crawlq.jobs import JobSpec, Outcome, ScheduleResult
+from crawlq.payload import dumps
 from crawlq.stores import states
 from crawlq.stores.checks import crawl_closed
-from crawlq.stores.codec import dumps, limits_from, on_finish_spec, request_params
+from crawlq.stores.codec import limits_from, on_finish_spec, request_params
 from crawlq.stores.conflict import Request, merge
 from crawlq.stores.sqlite.core import SEEN_KNOWN_MAX, Q, SQLiteCore, row_batches, row_request
 from crawlq.types import JobId

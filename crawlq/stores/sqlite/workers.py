@@ -7,8 +7,8 @@ import sqlite3
 from collections.abc import Sequence
 
 from crawlq.jobs import WorkerInfo
+from crawlq.payload import dumps
 from crawlq.stores import states
-from crawlq.stores.codec import dumps
 from crawlq.stores.gate import WorkerGate
 from crawlq.stores.sqlite.core import Q
 from crawlq.stores.sqlite.scheduling import SQLiteScheduling
