@@ -4,9 +4,11 @@
     .venv/bin/python bench/profile_pg_drain.py --crawl limit    # key + crawl + limit key
     .venv/bin/python bench/profile_pg_drain.py -n 100000 --vacuum-every 2
     .venv/bin/python bench/profile_pg_drain.py --statements     # pg_stat_statements top 15
+    .venv/bin/python bench/profile_pg_drain.py -n 300000 --analyze-only  # a deep queue
 
 A private PostgreSQL (tests/servers.py, fsync off) per run; N no-op jobs queued with
-``schedule_many`` (500 a call), ``VACUUM ANALYZE``, then one ``crawlq worker --burst
+``schedule_many`` (500 a call), ``VACUUM ANALYZE`` (``--analyze-only``: ``ANALYZE``, as
+the peers bench's deep queue), then one ``crawlq worker --burst
 --concurrency 8`` drains them. Server CPU is what the postmaster's children (backends,
 autovacuum, exited ones included) spent in the drain, from /proc (Linux, and the cluster's
 processes must be readable: run as root or as their user). ``--statements`` loads
@@ -118,7 +120,7 @@ def run(args: argparse.Namespace, pg: PrivatePostgres, workdir: Path) -> None:
     print(f"schedule: {args.n / elapsed:,.0f} jobs/s, server CPU {cpu / args.n * 1e6:.0f} us/job")
     app.close()
     with psycopg.connect(pg.url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE")
+        conn.execute("ANALYZE" if args.analyze_only else "VACUUM ANALYZE")
         if args.no_triggers:
             conn.execute(f"ALTER TABLE {SCHEMA}.crawlq_jobs DISABLE TRIGGER USER")
         if args.statements:
@@ -156,6 +158,11 @@ def main() -> None:
     parser.add_argument("--statements", action="store_true", help="pg_stat_statements top")
     parser.add_argument("--vacuum-every", type=float, default=0.0, metavar="SECONDS")
     parser.add_argument("--no-triggers", action="store_true", help="upper bound only")
+    parser.add_argument(
+        "--analyze-only",
+        action="store_true",
+        help="ANALYZE, not VACUUM ANALYZE, before the drain (as the peers bench's deep queue)",
+    )
     parser.add_argument("--prefetch", default="auto", help="the worker's --prefetch (N or auto)")
     args = parser.parse_args()
     pg = PrivatePostgres()

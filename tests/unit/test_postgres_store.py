@@ -309,6 +309,70 @@ def test_a_job_table_never_analyzed_is_analyzed_by_the_lease_duty_once_it_holds_
     assert len(claim(open_pg(), limit=32, now=T0)) == 32
 
 
+def _claim_index_buffers(raw: Any) -> int:
+    """Buffers the store's claim of 32 reads in the claim index as it runs (rolled back)."""
+    cursor = psycopg.ClientCursor(raw)
+    params = {"queues": ["q"], "now": None, "worker_id": "w"}
+    with raw.transaction(force_rollback=True):
+        cursor.execute(
+            "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + _limited("job_claim", 32), params
+        )
+        plan = cursor.fetchone()[0][0]["Plan"]
+    [scan] = [n for n in _nodes(plan) if n.get("Index Name") == "crawlq_jobs_claim"]
+    return int(scan["Shared Hit Blocks"]) + int(scan["Shared Read Blocks"])
+
+
+def _last_vacuum(raw: Any) -> Any:
+    return raw.execute(
+        "SELECT last_vacuum FROM pg_stat_user_tables WHERE relid = 'crawlq_jobs'::regclass"
+    ).fetchone()[0]
+
+
+def test_the_lease_duty_vacuums_the_dead_head_of_the_claim_index_a_drain_leaves(
+    open_pg: OpenPG, raw: Any, schema: str
+) -> None:
+    """A claimed job's 'ready' version stays in the claim index, marked dead, until a
+    vacuum: every later claim steps over all of them, and autovacuum looks once a minute
+    at most. The lease duty's call (``job_expire_leases``) vacuums the job table once it
+    has 10,000 dead row versions (and 2% of its live rows), in a thread of its own; the
+    claim then reads a few buffers again. A role that may not vacuum the table is never
+    sent a VACUUM."""
+    store = open_pg()
+    raw.execute("ALTER TABLE crawlq_jobs SET (autovacuum_enabled = false)")
+    store.job_schedule([spec() for _ in range(10)], now=T0)
+    store.job_expire_leases(now=T0)
+    raw.execute(
+        """INSERT INTO crawlq_jobs (queue, task, args, kwargs, priority, run_at, state,
+                                    max_attempts, lease_seconds, created_at)
+           SELECT 'q', 't', '[]', '{}', 0, %s, 'ready', 3, 300, %s
+           FROM generate_series(1, 30000)""",
+        [T0, T0],
+    )
+    for _ in range(50):
+        assert len(claim(store, limit=500, now=T0)) == 500
+    dead_head = _claim_index_buffers(raw)
+    assert _last_vacuum(raw) is None
+    deadline = time.monotonic() + 40  # the statistics collector counts the dead rows
+    while _last_vacuum(raw) is None:
+        assert time.monotonic() < deadline, "the store never vacuumed the job table"
+        store.job_expire_leases(now=T0)
+        time.sleep(0.3)
+    cleaned = _claim_index_buffers(raw)
+    print(f"a claim of 32 read {dead_head} claim-index buffers before the vacuum, {cleaned} after")
+    assert cleaned * 5 < dead_head
+
+    role = f"{schema}_reader"
+    raw.execute(f"CREATE ROLE {role}")
+    try:
+        raw.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        raw.execute(f"SET ROLE {role}")
+        assert raw.execute(Q["jobs_dead_rows"]).fetchone()[2] is False
+    finally:
+        raw.execute("RESET ROLE")
+        raw.execute(f"DROP OWNED BY {role}")
+        raw.execute(f"DROP ROLE {role}")
+
+
 # -- concurrency: SKIP LOCKED ------------------------------------------------------------
 
 

@@ -226,6 +226,7 @@ class PostgresJobs(PostgresScheduling, JobGate):
         expired = self._run("returning expired leases", work, transaction=False)
         self._compact_counts()
         self._analyze_once()
+        self._vacuum_claimed()
         return expired
 
     def _job_cancel(self, ids: Sequence[JobId], now: Timestamp | None) -> list[JobId]:

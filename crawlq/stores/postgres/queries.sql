@@ -455,6 +455,21 @@ SET LOCAL lock_timeout = '100ms';
 -- name: jobs_analyze
 ANALYZE crawlq_jobs;
 
+-- name: jobs_dead_rows
+-- The job table's dead row versions since its last vacuum and its live rows (the
+-- statistics collector's counts, no scan), and whether this role may vacuum it (as its
+-- owner or the database's, or a superuser: VACUUM only warns and skips otherwise).
+SELECT s.n_dead_tup AS dead, s.n_live_tup AS live,
+       pg_has_role(c.relowner, 'USAGE') OR pg_has_role(d.datdba, 'USAGE') AS may_vacuum
+FROM pg_stat_user_tables AS s
+JOIN pg_class AS c ON c.oid = s.relid
+JOIN pg_database AS d ON d.datname = current_database()
+WHERE s.relid = 'crawlq_jobs'::regclass;
+
+-- name: jobs_vacuum
+-- Not if autovacuum (or another worker) is at it: SKIP_LOCKED returns at once.
+VACUUM (SKIP_LOCKED) crawlq_jobs;
+
 -- name: queue_stats
 -- Counters (no scan of jobs), plus index range reads per queue: due jobs not promoted
 -- yet, the oldest run_at of each pending state, and jobs done in the last minute; and

@@ -77,6 +77,8 @@ class PostgresStore(
         self._listeners_lock = threading.Lock()
         self._closed = False
         self._analyze_next = -math.inf
+        self._vacuum_next = -math.inf
+        self._vacuuming = threading.Lock()
         self._connections = Connections(
             self._new_connection,
             conninfo=self._conninfo,
