@@ -144,6 +144,12 @@ def run(args: argparse.Namespace, pg: PrivatePostgres, workdir: Path) -> None:
         f"drain: {args.n / elapsed:,.0f} jobs/s, server CPU {cpu / args.n * 1e6:.0f} us/job, "
         f"worker CPU {worker_cpu / args.n * 1e6:.0f} us/job"
     )
+    with psycopg.connect(pg.url, autocommit=True) as conn:
+        vacuums = conn.execute(
+            "SELECT vacuum_count, autovacuum_count FROM pg_stat_user_tables"
+            f" WHERE relid = '{SCHEMA}.crawlq_jobs'::regclass"
+        ).fetchone()
+    print(f"vacuums of the job table: {vacuums[0]} by hand or the store, {vacuums[1]} autovacuum")
     if args.statements:
         with psycopg.connect(pg.url, autocommit=True) as conn:
             for query in (TOP_STATEMENTS, TOP_FUNCTIONS):

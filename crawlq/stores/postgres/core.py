@@ -79,7 +79,7 @@ when they are also ``VACUUM_DEAD_SHARE`` of its live rows or more."""
 VACUUM_DEAD_SHARE = 0.02
 """The share of the job table's live rows its dead row versions must reach to be vacuumed
 (a vacuum reads every index whole: about 0.1 s on 1,000,000 rows)."""
-VACUUM_LOOK_EVERY = 1.0
+VACUUM_LOOK_EVERY = 2.0
 """Seconds between two looks at the job table's dead row versions."""
 
 MAX_ATTEMPTS = 8
