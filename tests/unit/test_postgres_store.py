@@ -334,7 +334,7 @@ def test_the_lease_duty_vacuums_the_dead_head_of_the_claim_index_a_drain_leaves(
     """A claimed job's 'ready' version stays in the claim index, marked dead, until a
     vacuum: every later claim steps over all of them, and autovacuum looks once a minute
     at most. The lease duty's call (``job_expire_leases``) vacuums the job table once it
-    has 10,000 dead row versions (and 2% of its live rows), in a thread of its own; the
+    has 10,000 dead row versions (and 5% of its live rows), in a thread of its own; the
     claim then reads a few buffers again. A role that may not vacuum the table is never
     sent a VACUUM."""
     store = open_pg()
