@@ -102,7 +102,8 @@ class JobSpec:
 
 
 _SPEC_FIELDS = tuple(JobSpec.__dataclass_fields__)
-_SPEC_FIELD_SET = frozenset(_SPEC_FIELDS)
+SPEC_FIELD_NAMES = frozenset(_SPEC_FIELDS)
+"""The names of JobSpec's fields."""
 
 
 class SpecTemplate:
@@ -122,8 +123,8 @@ class SpecTemplate:
 
     def make(self, fields: Mapping[str, Any]) -> JobSpec:
         """A spec with ``fields`` (by name) and the template's values for the others."""
-        if not fields.keys() <= _SPEC_FIELD_SET:
-            unknown = sorted(fields.keys() - _SPEC_FIELD_SET)
+        if not fields.keys() <= SPEC_FIELD_NAMES:
+            unknown = sorted(fields.keys() - SPEC_FIELD_NAMES)
             raise TypeError(f"JobSpec has no field(s) {unknown}")
         spec = object.__new__(JobSpec)
         for name, set_slot, value in self._fields:

@@ -17,7 +17,7 @@ from typing import Any, TypedDict
 from crawlq.crawls import check_key_text, check_placement
 from crawlq.exceptions import ConfigurationError
 from crawlq.fingerprint import fingerprint_of
-from crawlq.jobs import JobSpec
+from crawlq.jobs import SPEC_FIELD_NAMES
 from crawlq.payload import check_moment, check_priority, check_seconds
 
 
@@ -44,8 +44,6 @@ class ScheduleOptions(TypedDict, total=False):
 OPTION_NAMES = frozenset(ScheduleOptions.__annotations__)
 """The names ``task.schedule(...)`` also takes as options when the function has no
 parameter of that name (the spelling from before ``with_options``)."""
-
-_SPEC_FIELDS = frozenset(JobSpec.__dataclass_fields__)
 
 
 def check_when(
@@ -97,7 +95,7 @@ def spec_fields(task: str, options: ScheduleOptions) -> dict[str, Any]:
         given["run_at"] = run_at
     if priority is not None:
         given["priority"] = priority
-    assert given.keys() <= _SPEC_FIELDS, "each option names a JobSpec field or is mapped above"
+    assert given.keys() <= SPEC_FIELD_NAMES, "each option names a JobSpec field or is mapped above"
     return given
 
 

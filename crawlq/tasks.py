@@ -13,7 +13,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar, Unpa
 from crawlq.config import DEFAULT_LEASE_SECONDS, DEFAULT_MAX_ATTEMPTS
 from crawlq.exceptions import ConfigurationError, PayloadError
 from crawlq.hooks import Hook, check_hook
-from crawlq.jobs import ConflictPolicy, JobSpec, ScheduleResult, SpecTemplate
+from crawlq.jobs import SPEC_FIELD_NAMES, ConflictPolicy, JobSpec, ScheduleResult, SpecTemplate
 from crawlq.payload import (
     MAX_COUNT,
     check_count,
@@ -117,12 +117,9 @@ class TaskOptions:
         """The spec every job of ``task`` starts from: each option that is also a JobSpec
         field (queue, priority, max_attempts, timeout, on_conflict) by name, and ``lease``
         as ``lease_seconds``. A call's ``ScheduleOptions`` and arguments go on top."""
-        shared = _SPEC_FIELDS & set(TaskOptions.__dataclass_fields__)
+        shared = SPEC_FIELD_NAMES & set(TaskOptions.__dataclass_fields__)
         defaults = {name: getattr(self, name) for name in shared}
         return JobSpec(task=task, lease_seconds=self.lease, **defaults)
-
-
-_SPEC_FIELDS = frozenset(JobSpec.__dataclass_fields__)
 
 
 def make_options(name: str, raw: Mapping[str, Any]) -> TaskOptions:

@@ -19,9 +19,12 @@ from crawlq.stores.conflict import Request, merge
 from crawlq.stores.postgres.core import Conn, PostgresCore, Q, Restart, row_request
 from crawlq.types import JobId, Timestamp
 
-_OPTIONAL = ("key", "given_run_at", "timeout", "crawl_id", "limit_key")
-"""The columns a job row of ``job_insert_many`` leaves out when NULL (json_to_recordset
-reads a missing key as NULL), as ``hold`` when false."""
+_LEFT_OUT = {
+    **dict.fromkeys(("key", "given_run_at", "timeout", "crawl_id", "limit_key")),
+    "hold": False,
+}
+"""The columns ``insert_row`` leaves out, with the value each stands for (json_to_recordset
+reads a missing key as NULL; ``job_insert_many`` takes a missing hold as false)."""
 
 
 def insert_row(spec: JobSpec, hold: bool) -> dict[str, Any]:
@@ -45,8 +48,8 @@ def insert_row(spec: JobSpec, hold: bool) -> dict[str, Any]:
         row["timeout"] = float(spec.timeout)
     if spec.crawl is not None:
         row["crawl_id"] = spec.crawl
-        if hold:
-            row["hold"] = True
+    if hold:
+        row["hold"] = True
     if spec.limit_key is not None:
         row["limit_key"] = spec.limit_key
     return row
@@ -61,11 +64,9 @@ def insert_params(
     if len(specs) != 1:
         return {"rows": dumps([insert_row(s, s.crawl in paused) for s in specs]), "now": now}
     [spec] = specs
-    row = insert_row(spec, spec.crawl in paused)
     return {
-        **dict.fromkeys(_OPTIONAL),
-        **row,
-        "hold": row.get("hold", False),
+        **_LEFT_OUT,
+        **insert_row(spec, spec.crawl in paused),
         "args": dumps(spec.args),
         "kwargs": dumps(spec.kwargs),
         "now": now,
