@@ -179,7 +179,7 @@ def extract_links(
     """
     tree = parse_html(html, encoding)
     base = base_url
-    base_node = tree.css_first("base[href]")
+    base_node = next((node for node in tree.tags("base") if "href" in node.attributes), None)
     if base_node is not None:
         declared = _absolute(base_node.attributes.get("href") or "", base_url)
         if declared is not None:
@@ -187,8 +187,13 @@ def extract_links(
     links: list[str] = []
     seen: set[str] = set()
     resolve = _Resolver(base)
-    for node in tree.css("a[href], area[href]"):
+    # Elements by tag name, in page order, are a tenth of the CSS engine's cost; a page
+    # with image maps takes the selector, which merges <a> and <area> in page order.
+    nodes = tree.css("a[href], area[href]") if tree.tags("area") else tree.tags("a")
+    for node in nodes:
         attributes = node.attributes
+        if "href" not in attributes:
+            continue
         if not follow_nofollow and "nofollow" in (attributes.get("rel") or "").lower().split():
             continue
         url = resolve((attributes.get("href") or "").strip(_STRIP).translate(_REMOVE))
@@ -206,7 +211,7 @@ def page_title(html: bytes | str | LexborHTMLParser, *, encoding: str | None = N
     """The text of the first HTML ``<title>`` (not one inside ``<svg>`` or ``<math>``),
     whitespace collapsed; None when there is none or it is blank. ``encoding`` as for
     ``extract_links``."""
-    for node in parse_html(html, encoding).css("title"):
+    for node in parse_html(html, encoding).tags("title"):
         parent = node.parent
         while parent is not None and parent.tag not in ("svg", "math"):
             parent = parent.parent

@@ -7,9 +7,18 @@ import random
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from selectolax.lexbor import LexborHTMLParser
 
-from crawlq.crawler.links import MAX_URL_LENGTH, Scope, extract_links, is_html, page_title
+from crawlq.crawler.links import (
+    MAX_URL_LENGTH,
+    Scope,
+    extract_links,
+    is_html,
+    page_title,
+    resolve_link,
+)
 from crawlq.exceptions import ConfigurationError
+from crawlq.fingerprint import canonical_url
 
 PAGE = "https://example.com/dir/page.html"
 
@@ -375,3 +384,52 @@ def test_scope_is_frozen_hashable_and_accepts_lists() -> None:
     hash(scope)
     with pytest.raises(AttributeError):
         scope.mode = "any"  # type: ignore[misc]
+
+
+# --- elements by tag name: what the CSS selectors pick -----------------------------------
+
+FRAGMENTS = [
+    "<a href='/a'>a</a>", "<A HREF='/upper'>", "<a>no href</a>", "<a href>empty</a>",
+    "<a href='/nf' rel='NoFollow'>", "<area href='/area'>", "<map><area href='/m'></map>",
+    "<base>", "<base href='/b/'>", "<base href='http://other.test/x/'>", "<title>t1</title>",
+    "<title> </title>", "<svg><a href='/svg'>s</a><title>icon</title></svg>",
+    "<math><a href='/math'></a><title>m</title></math>", "<template><a href='/tpl'></a>",
+    "</template>", "<noscript><a href='/ns'></a></noscript>", "<table><a href='/tbl'>",
+    "<!-- <a href='/comment'> -->", "<script><a href='/script'></script>", "<p>", "</a>",
+    "<iframe srcdoc=\"<a href='/if'>\"></iframe>", "<a:b href='/ns-prefix'>",
+    "<svg><base href='/sb/'></svg>",
+]  # fmt: skip
+
+
+def by_selectors(body: str) -> tuple[list[str], str | None]:
+    """extract_links and page_title as they chose elements with the CSS engine."""
+    tree = LexborHTMLParser(body)
+    base = PAGE
+    node = tree.css_first("base[href]")
+    if node is not None:
+        base = resolve_link(node.attributes.get("href") or "", PAGE) or PAGE
+    found: list[str] = []
+    keys: set[str] = set()
+    for node in tree.css("a[href], area[href]"):
+        if "nofollow" in (node.attributes.get("rel") or "").lower().split():
+            continue
+        url = resolve_link(node.attributes.get("href") or "", base)
+        if url is not None and canonical_url(url) not in keys:
+            keys.add(canonical_url(url))
+            found.append(url)
+    title = None
+    for node in tree.css("title"):
+        parent = node.parent
+        while parent is not None and parent.tag not in ("svg", "math"):
+            parent = parent.parent
+        if parent is None:
+            title = " ".join((node.text(deep=True) or "").split()) or None
+            break
+    return found, title
+
+
+def test_elements_by_tag_name_are_the_ones_the_selectors_pick() -> None:
+    rng = random.Random(11)
+    for _ in range(3_000):
+        body = "".join(rng.choice(FRAGMENTS) for _ in range(rng.randint(0, 8)))
+        assert (links(body), page_title(body)) == by_selectors(body), body

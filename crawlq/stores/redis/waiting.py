@@ -94,7 +94,7 @@ class RedisWaiting(RedisCore, JobGate):
             self._drop_pubsub(pubsub)
             pubsub = None
         if pubsub is None:
-            pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
+            pubsub = self._client.pubsub()  # type: ignore[no-untyped-call, unused-ignore]  # typed from redis-py 8
             self._local.pubsub = pubsub
             with self._pubsubs_lock:
                 self._pubsubs.append(pubsub)
