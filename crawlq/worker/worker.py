@@ -270,8 +270,19 @@ class Worker:
         # job is left, retries included.
         quiet = idle and self._acker.unrecorded == len(completions)
         jobs = self._claim(free, completions)
-        if jobs or jobs is None:
-            return False  # None: the claim failed (and waited); the next turn tries again
+        if jobs is None:
+            return False  # the claim failed (and waited); the next turn tries again
+        if len(jobs) < free and self._slots_busy():
+            # Every slot busy and nothing more due for the prefetch: wait for a job to
+            # end, then record it in the next claim's round trip. (Waiting for work in
+            # the store would leave the ends to the acker, a transaction each, and the
+            # next claim to the wake-up: a key's next job, due when one of its jobs
+            # ends, would start a store round trip and a thread hand-off later.)
+            self._wakeup.wait(self._wait_timeout())
+            self._wakeup.clear()
+            return False
+        if jobs:
+            return False
         if idle:
             self._look_beyond_queues()
         if self.settings.burst and idle:
@@ -291,6 +302,11 @@ class Worker:
             return False
         self._wait_for_work(free)
         return False
+
+    def _slots_busy(self) -> bool:
+        """Whether every slot has a job (the held ones beyond are prefetched)."""
+        with self._lock:
+            return len(self._held) >= self.settings.concurrency
 
     def _kept_back(self) -> bool:
         """Burst: are jobs of our queues kept back by their limit key only, for a while

@@ -4,8 +4,10 @@ its jobs' run times, and runtimes that never run more than their slots."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import threading
 import time
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -13,6 +15,7 @@ from click.testing import CliRunner
 import crawlq
 from crawlq import App, JobContext, Worker, WorkerSettings
 from crawlq.cli import cli
+from crawlq.stores.gate import JobGate
 from crawlq.worker.prefetch import HORIZON, MOST, PER_SLOT, Prefetch
 from tests.unit.test_worker import drain
 
@@ -146,3 +149,41 @@ def test_a_burst_worker_exits_when_its_last_job_ends_not_after_a_poll(app: App) 
     worker.run()
     assert worker.counters.done == 1
     assert time.monotonic() - began < 5  # it waited in the store for 10 s before
+
+
+def test_a_worker_with_every_slot_busy_records_ends_in_its_claims(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A key at its cap: the prefetch finds nothing more. The worker then waits for a job
+    # to end and records it in the next claim's round trip, which takes the key's next
+    # job; it does not wait for work in the store, leaving the ends to the acker.
+    calls: collections.Counter[str] = collections.Counter()
+    for name in ("job_complete", "job_complete_claim", "job_wait_claim"):
+        real = getattr(JobGate, name)
+
+        def counted(self: JobGate, *args: Any, _name: str = name, _real: Any = real) -> Any:
+            calls[_name] += 1 if _name == "job_wait_claim" else len(args[0])  # ends recorded
+            return _real(self, *args)
+
+        monkeypatch.setattr(JobGate, name, counted)
+    app.set_limit("site.test", max_running=2)
+
+    @app.task(name="fetch")
+    def fetch(ctx: JobContext, i: int) -> None:
+        time.sleep(0.03)
+
+    fetch.with_options(limit_key="site.test").schedule_many([[i] for i in range(12)])
+    worker = Worker(app, WorkerSettings(concurrency=2, prefetch=4, poll_timeout=0.5))
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while sum(s.done for s in app.stats()) < 12 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    worker.stop()
+    thread.join(10)
+    assert worker.counters.done == 12
+    # (the last ends may find a slot free, the worker waiting in the store, the acker
+    # recording them)
+    assert calls["job_complete_claim"] >= 10, calls
+    assert calls["job_complete"] <= 2, calls
+    assert calls["job_wait_claim"] <= 3, calls
