@@ -115,6 +115,14 @@ _PLAIN = re.compile(r"[A-Za-z0-9._~!$&'()*+,=@%/-]+")
 backslash or space."""
 
 
+_PLAIN_BASE = re.compile(r"(https?://[A-Za-z0-9.-]+(?::[0-9]+)?/)[A-Za-z0-9._~!$&'()*+,=@%/-]*")
+"""A base URL whose directory is a slice of it: lowercase http(s), a host name or IPv4
+address with an optional port, and a path of plain characters (the caller checks for
+dot and empty segments); group 1 is its origin, ``scheme://host[:port]/``."""
+_ORIGINS: dict[str, bool] = {}
+"""Whether each plain base's origin passes rule 4 (up to ``_MEMO`` of them)."""
+
+
 class _Resolver:
     """``_absolute`` against one base, quicker for plain paths (``a/b.html``,
     ``/a/b.html``) without dot or empty segments: those are the base's directory, or its
@@ -123,10 +131,23 @@ class _Resolver:
 
     def __init__(self, base: str) -> None:
         self.base = base
-        self.directory: str | None
-        self.origin: str | None
+        self.directory: str | None = None
+        self.origin: str | None = None
+        plain = _PLAIN_BASE.fullmatch(base)
+        if plain is not None and "/." not in base and "//" not in base[plain.end(1) :]:
+            # A plain base (a crawled page's URL, usually): its directory and origin are
+            # slices of it, and whether its origin passes rule 4 is remembered.
+            origin = plain[1]
+            valid = _ORIGINS.get(origin)
+            if valid is None:
+                valid = _absolute("a", origin) is not None
+                if len(_ORIGINS) >= _MEMO:
+                    _ORIGINS.clear()
+                _ORIGINS[origin] = valid
+            if valid:
+                self.origin, self.directory = origin, base[: base.rindex("/") + 1]
+            return
         directory = _absolute("a", base)  # None: the base fails rule 4, so does every href
-        self.directory = self.origin = None
         if directory is not None and directory.endswith("/a") and "://" in directory:
             self.directory = directory[:-1]  # scheme://netloc/path/
             self.origin = directory[: directory.index("/", directory.index("://") + 3) + 1]

@@ -11,6 +11,11 @@ BASES = [
     "https://ex.com:8443/a/b/c", "http://127.0.0.1:35463/p/00001.html", "http://h/p/q#frag",
     "http://h:99999/x", "ftp://h/x", "http://h/%2e%2e/x", "http://[::1]:8080/a/",
     "http://h/a;b/c;d?q#f", "http://h/..", "http://u:p@h/x", "http://h?q", "http:/x", "//h/x",
+    # plain bases (the directory is a slice of them), and near misses
+    "http://h/", "http://h:080/a/b.html", "https://H.Example/P/q~!$&'()*+,=@%41.html",
+    "http://a..b/x", "http://-h-/p/", "http://h:65536/x", "http://h:/x", "http://h/a//b/c",
+    "http://h/a/./b", "http://h/a/b/..", "http://./x", "http://h/" + "a" * 8185 + "/b",
+    "http://h/" + "a" * 8200, "http://1.2.3.4:8080/p/", "http://h/p/q.html/",
 ]  # fmt: skip
 ALPHABET = "ab./-_~%:?#@!$&'()*+,;=\\ 19Z\u00e9"
 
