@@ -262,7 +262,7 @@ CREATE OR REPLACE FUNCTION crawlq_digest(t text)
  RETURNS bytea
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE STRICT
-AS $function$ SELECT sha256(convert_to(t, 'UTF8')) $function$;
+AS $function$ SELECT sha256(decode(replace(t, E'\\', E'\\\\'), 'escape')) $function$;
 
 CREATE OR REPLACE FUNCTION crawlq_jobs_deleted()
  RETURNS trigger

@@ -195,3 +195,42 @@ def test_a_schema_at_0012_migrates_to_0013_and_reads_due_times_and_lost_workers(
     assert again is not None and again.state == JobState.PENDING and again.attempts == 1
     assert new.job_next_due(["q"]) == T0 - 5
     new.close()
+
+
+DIGESTED = [
+    "host.test", "a\\b", "\\\\", "\\000", "\\x41", "caf\u00e9 \u6f22\u5b57", "", "tab\tq", LONG,
+]  # fmt: skip
+"""Texts whose digests 0014 must keep: backslashes, escapes, non-ASCII, empty, long."""
+
+
+def test_a_schema_at_0013_migrates_to_0014_and_keeps_every_digest(
+    schema: str, raw: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """0014 replaces crawlq_digest's body by one the planner inlines: on a schema at 0013
+    with keyed jobs and key records, each digest is what 0005's body gives, the key
+    records are found by their digest (a new job of a key counts in its record, not a
+    second one), a keyed job is still unique, and the function is inlined."""
+    known = pg._known_migrations()
+    monkeypatch.setattr(pg, "_known_migrations", lambda: {v: known[v] for v in range(1, 14)})
+    old = _open(schema)
+    specs = [JobSpec(task="t", queue="q", key=k, limit_key=k, run_at=T0) for k in DIGESTED]
+    first = old.job_schedule(specs, now=T0)
+    old.close()
+    monkeypatch.undo()
+
+    new = _open(schema)
+    versions = [r[0] for r in raw.execute("SELECT version FROM crawlq_migrations ORDER BY 1")]
+    assert versions == list(range(1, len(known) + 1))
+    for text in DIGESTED:
+        [(digest, expected)] = raw.execute(
+            "SELECT crawlq_digest(%(t)s), sha256(convert_to(%(t)s, 'UTF8'))", {"t": text}
+        ).fetchall()
+        assert digest == expected, text
+    again = new.job_schedule(specs, now=T0)  # the same keys: the same jobs
+    assert [r.job_id for r in again] == [r.job_id for r in first]
+    new.job_schedule([JobSpec(task="t", queue="q", limit_key=k, run_at=T0) for k in DIGESTED])
+    counts = raw.execute("SELECT key, pending FROM crawlq_keys").fetchall()
+    assert sorted(counts) == sorted((k, 2) for k in DIGESTED)
+    plan = raw.execute("EXPLAIN VERBOSE SELECT crawlq_digest(key) FROM crawlq_keys").fetchall()
+    assert "sha256(decode(replace(" in " ".join(r[0] for r in plan)
+    new.close()
