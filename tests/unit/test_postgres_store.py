@@ -665,6 +665,7 @@ def test_concurrent_opens_migrate_once(open_pg: OpenPG, raw: Any) -> None:
         (11, "0011_crawl_path.sql"),
         (12, "0012_job_triggers.sql"),
         (13, "0013_job_writes.sql"),
+        (14, "0014_digest_inline.sql"),
     ]
 
 
