@@ -200,11 +200,13 @@ def extract_links(
     """
     tree = parse_html(html, encoding)
     base = base_url
-    base_node = next((node for node in tree.tags("base") if "href" in node.attributes), None)
-    if base_node is not None:
-        declared = _absolute(base_node.attributes.get("href") or "", base_url)
-        if declared is not None:
-            base = declared
+    for node in tree.tags("base"):  # the first with an href
+        attributes = node.attributes
+        if "href" in attributes:
+            declared = _absolute(attributes.get("href") or "", base_url)
+            if declared is not None:
+                base = declared
+            break
     links: list[str] = []
     seen: set[str] = set()
     resolve = _Resolver(base)

@@ -261,8 +261,7 @@ class Worker:
         completions = [o for o in outcomes if free > 0 and isinstance(o, Completion)]
         self._acker.record([o for o in outcomes if free <= 0 or not isinstance(o, Completion)])
         if free <= 0:
-            self._wakeup.wait(self._wait_timeout())
-            self._wakeup.clear()
+            self._wait_wakeup(self._wait_timeout())
             return False
         # Quiet before the claim: nothing held and every outcome recorded but the
         # completions the claim records first (outcomes are handed to the acker under the
@@ -278,8 +277,7 @@ class Worker:
             # the store would leave the ends to the acker, a transaction each, and the
             # next claim to the wake-up: a key's next job, due when one of its jobs
             # ends, would start a store round trip and a thread hand-off later.)
-            self._wakeup.wait(self._wait_timeout())
-            self._wakeup.clear()
+            self._wait_wakeup(self._wait_timeout())
             return False
         if jobs:
             return False
@@ -288,8 +286,7 @@ class Worker:
         if self.settings.burst and idle:
             if not quiet or self._unsure:
                 if self._acker.retrying:  # the acker thread records the last outcomes
-                    self._wakeup.wait(0.05)
-                    self._wakeup.clear()
+                    self._wait_wakeup(0.05)
                 return False  # else the next turn records them, or gives back orphans
             if not self._kept_back():
                 return True
@@ -297,11 +294,15 @@ class Worker:
             # Nothing to claim and jobs held: wait for one of them to end (the next turn
             # records it and looks again), not for new jobs, which a burst worker is
             # not waiting for.
-            self._wakeup.wait(self._wait_timeout())
-            self._wakeup.clear()
+            self._wait_wakeup(self._wait_timeout())
             return False
         self._wait_for_work(free)
         return False
+
+    def _wait_wakeup(self, timeout: float) -> None:
+        """Wait up to ``timeout`` s for a wake-up (a job's end, a lost lease, a stop)."""
+        self._wakeup.wait(timeout)
+        self._wakeup.clear()
 
     def _slots_busy(self) -> bool:
         """Whether every slot has a job (the held ones beyond are prefetched)."""
@@ -662,8 +663,7 @@ class Worker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            self._wakeup.wait(min(remaining, 0.05))
-            self._wakeup.clear()
+            self._wait_wakeup(min(remaining, 0.05))
             self._enforce_timeouts()
         with self._lock:
             leftover = list(self._held)
