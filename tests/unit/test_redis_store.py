@@ -734,6 +734,27 @@ def test_a_blocked_key_keeps_one_job_in_the_claim_index(
     store.close()
 
 
+def test_a_priority_zset_is_a_skiplist_from_its_first_job(
+    server: servers.PrivateRedis, prefix: str
+) -> None:
+    """A small claim-index zset would be a listpack, whose inserts parse every score: it is
+    made a skiplist, and the member that makes it one is gone before the call ends."""
+    store = open_on(server.url, prefix)
+    client = redis.Redis.from_url(server.url, decode_responses=True)
+    level = keys.key("level", prefix, queue="q", priority=0)
+    for round_ in range(2):  # the second time the zset is made again after it emptied
+        store.job_schedule([spec(limit_key=f"host{n}") for n in range(5)], now=10.0)
+        store.job_schedule([spec(args=[n]) for n in range(3)], now=10.0)
+        assert client.object("encoding", level) == "skiplist"
+        members = client.zrange(level, 0, -1)
+        assert len(members) == 8 and all(len(m) < 20 for m in members), (round_, members)
+        claimed = store.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=20, now=20.0))
+        assert len(claimed) == 8
+        assert not client.exists(level)
+        store.job_complete([Completion(lease=j.lease) for j in claimed], now=21.0)
+    store.close()
+
+
 def test_waiting_jobs_order_by_priority_run_at_and_id_across_signs_and_fractions(
     server: servers.PrivateRedis, prefix: str
 ) -> None:

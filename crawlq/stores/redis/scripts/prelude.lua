@@ -156,13 +156,32 @@ end
 
 local PRIOS = {}  -- queue .. '\n' .. priority -> true once in {p}:q:{queue}:prios
 
+-- A priority's zset is made a skiplist, whatever its size. Below
+-- zset-max-listpack-entries members (128 by default) Redis would make it a listpack, whose
+-- every insert reads the members' scores back from text: when every job of a queue has a
+-- limit key the zset holds one front per key, often fewer than 128, and those inserts
+-- cost a limit-key drain about 10 us a job (docs/stores.md, "What the keys hold"). A zset
+-- given a member longer than zset-max-listpack-value (64 by default) becomes a skiplist
+-- and stays one when the member goes: SKIPLIST goes in with the first job of a new zset
+-- and out at once, in the same call, so nothing else ever sees it. A zset is new when its
+-- priority is new to the queue's priorities, which hold exactly the priorities that have
+-- a zset. A zset made otherwise (by an older crawlq, or loaded again by a restarted
+-- server) stays as Redis made it until it empties.
+local SKIPLIST = 'crawlq: a member longer than zset-max-listpack-value, added and removed at once'
+
 local function pending_add(queue, priority, run_at, id)
-  redis.call('ZADD', K.level(queue, priority), fmt(run_at), member(id))
+  local level = K.level(queue, priority)
   local known = queue .. '\n' .. priority
   if not PRIOS[known] then
-    redis.call('ZADD', K.prios(queue), fmt(-tonumber(priority)), priority)
     PRIOS[known] = true
+    if redis.call('ZADD', K.prios(queue), fmt(-tonumber(priority)), priority) == 1 then
+      redis.call('ZADD', level, fmt(run_at), member(id), 'inf', SKIPLIST)
+      redis.call('ZREM', level, SKIPLIST)
+      wake(queue, run_at)
+      return
+    end
   end
+  redis.call('ZADD', level, fmt(run_at), member(id))
   wake(queue, run_at)
 end
 
