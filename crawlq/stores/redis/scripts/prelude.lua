@@ -172,16 +172,17 @@ local SKIPLIST = 'crawlq: a member longer than zset-max-listpack-value, added an
 local function pending_add(queue, priority, run_at, id)
   local level = K.level(queue, priority)
   local known = queue .. '\n' .. priority
+  local new = false
   if not PRIOS[known] then
     PRIOS[known] = true
-    if redis.call('ZADD', K.prios(queue), fmt(-tonumber(priority)), priority) == 1 then
-      redis.call('ZADD', level, fmt(run_at), member(id), 'inf', SKIPLIST)
-      redis.call('ZREM', level, SKIPLIST)
-      wake(queue, run_at)
-      return
-    end
+    new = redis.call('ZADD', K.prios(queue), fmt(-tonumber(priority)), priority) == 1
   end
-  redis.call('ZADD', level, fmt(run_at), member(id))
+  if new then
+    redis.call('ZADD', level, fmt(run_at), member(id), 'inf', SKIPLIST)
+    redis.call('ZREM', level, SKIPLIST)
+  else
+    redis.call('ZADD', level, fmt(run_at), member(id))
+  end
   wake(queue, run_at)
 end
 
