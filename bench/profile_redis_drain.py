@@ -83,7 +83,6 @@ def run(args: argparse.Namespace, name: str, workdir: Path) -> None:
             client.config_set("zset-max-listpack-entries", args.zset_listpack_entries)
         module = f"proftasks_{server.port}"
         (workdir / f"{module}.py").write_text(TASKS.format(url=server.url))
-        sys.path.insert(0, str(workdir))
         app = __import__(module).app
         client.config_resetstat()
         t0, (cpu0, fcall0) = time.perf_counter(), server_times(client)
@@ -106,6 +105,7 @@ def run(args: argparse.Namespace, name: str, workdir: Path) -> None:
             f"worker CPU {worker_cpu / args.n * 1e6:5.1f} us/job",
             flush=True,
         )
+        client.close()
     finally:
         server.close()
 
@@ -123,6 +123,7 @@ def main() -> None:
     for name in names:
         features(name)  # every name checked before the first run
     with tempfile.TemporaryDirectory() as tmp:
+        sys.path.insert(0, tmp)  # each run's task module
         for _ in range(args.runs):
             for name in names:
                 run(args, name, Path(tmp))
