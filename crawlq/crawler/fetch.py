@@ -22,15 +22,16 @@ Rules, for the first request and for every redirect hop:
   (decoded) stop the read as soon as they are passed: a compression bomb costs at most
   the cap plus one step (256 KiB) of memory.
 
-Pinning: the connection goes to an address that was checked. httpx builds requests.
-A direct HTTP/1.1 request goes to ``crawler.http11.DirectPool`` (h11 over asyncio
-streams), which connects only to the addresses pinned below for its (host, port), with
-the same rules; a proxied request, or any with ``http2=True``, goes through httpcore:
-a small transport of our own (``_PinnedTransport``, written against the public httpcore
-API: ``AsyncConnectionPool(network_backend=...)``, no private httpx attributes) hands them
-to an httpcore pool whose network backend is ``_PinnedBackend``. Its ``connect_tcp``
-ignores DNS entirely: it looks up the (host, port) that httpcore asks for in a
-``ContextVar`` map that ``fetch`` fills with the addresses ``resolve_checked`` returned
+Pinning: the connection goes to an address that was checked. httpx builds the requests'
+headers (once per origin and extra headers, kept). A direct HTTP/1.1 request goes to
+``crawler.http11.DirectPool`` (requests written from those bytes, responses read by its
+own parser, over asyncio streams), which connects only to the addresses pinned below for
+its (host, port), with the same rules; a proxied request, or any with ``http2=True``,
+goes through httpcore: a small transport of our own (``_PoolTransport``, written against
+the public httpcore API: ``AsyncConnectionPool(network_backend=...)``, no private httpx
+attributes) hands them to an httpcore pool whose network backend is ``_PinnedBackend``.
+Its ``connect_tcp`` ignores DNS entirely: it looks up the (host, port) that httpcore asks
+for in a ``ContextVar`` map that ``fetch`` fills with the addresses ``resolve_checked`` returned
 for that hop, and connects to those IP literals (in resolver order, the next one on a
 connect error). httpcore still uses the URL host for the Host header and as TLS SNI and
 certificate name, so virtual hosting and HTTPS verification work unchanged. Why this is
@@ -68,7 +69,14 @@ import ssl
 import time
 import urllib.parse
 import zlib
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Iterable,
+    Iterator,
+    Mapping,
+)
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
@@ -85,7 +93,7 @@ from crawlq.crawler.addresses import (
     parse_host,
     resolve_checked,
 )
-from crawlq.crawler.http11 import DirectPool, readable
+from crawlq.crawler.http11 import DirectPool, Response, readable, request_head
 from crawlq.crawler.proxies import (
     Proxy,
     RestrictedBackend,
@@ -395,10 +403,6 @@ def _core_request(request: httpx.Request) -> httpcore.Request:
     )
 
 
-class _Sender(Protocol):
-    async def send(self, request: httpcore.Request) -> httpcore.Response: ...
-
-
 def _pinned(host: str, port: int) -> tuple[IPAddress, ...]:
     """The checked addresses pinned for (host, port) in this context (none: refused)."""
     return tuple(_PINS.get().get((host, port), ()))
@@ -442,6 +446,39 @@ class _PoolTransport(httpx.AsyncBaseTransport):
         with _httpx_errors():
             async with closing_failed_connects():
                 return await self._pool.handle_async_request(request)
+
+    async def get(self, url: httpx.URL, prepared: _Prepared) -> Response:
+        """GET ``url`` with the prepared headers, the response in ``http11.Response``'s
+        shape (the body's httpcore errors raised as httpx's)."""
+        request = httpcore.Request(
+            method=b"GET",
+            url=httpcore.URL(
+                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+            ),
+            headers=prepared.raw,
+            extensions=prepared.extensions,
+        )
+        response = await self.send(request)
+        assert isinstance(response.stream, AsyncIterable)
+        stream: AsyncIterable[bytes] = response.stream
+
+        async def body() -> AsyncGenerator[bytes, None]:
+            with _httpx_errors():
+                async for part in stream:
+                    yield part
+
+        async def close() -> None:
+            with _httpx_errors():
+                await response.aclose()
+
+        return Response(
+            response.status,
+            response.extensions.get("reason_phrase", b""),
+            response.extensions.get("http_version", b"HTTP/1.1"),
+            response.headers,
+            body(),
+            close,
+        )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self.send(_core_request(request))
@@ -555,17 +592,29 @@ class _State:
 
 @dataclass(frozen=True)
 class _Prepared:
-    """A request's headers as the client builds them: raw, the request's extensions
-    (timeouts), and as shown in results (without credentials)."""
+    """A request's headers as the client builds them: raw, as the direct pool writes
+    them (``http11.request_head``), the request's extensions (timeouts), and as shown in
+    results (without credentials)."""
 
     raw: list[tuple[bytes, bytes]]
+    head: bytes
     extensions: dict[str, object]
     shown: tuple[tuple[str, str], ...]
 
 
-def _headers(headers: httpx.Headers) -> dict[str, str]:
+def _headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str]:
+    """Response headers by lower-case name, repeated ones joined with ", "; decoded as
+    httpx decodes them: ASCII, else UTF-8, else Latin-1, for all of them alike."""
+    for encoding in ("ascii", "utf-8"):
+        try:
+            pairs = [(name.decode(encoding), value.decode(encoding)) for name, value in raw]
+            break
+        except UnicodeDecodeError:
+            continue
+    else:
+        pairs = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in raw]
     merged: dict[str, str] = {}
-    for name, value in headers.multi_items():
+    for name, value in pairs:
         key = name.lower()
         merged[key] = f"{merged[key]}, {value}" if key in merged else value
     return merged
@@ -667,7 +716,7 @@ class Fetcher:
         for transport in proxied:
             await transport.aclose()
 
-    def _route(self, url: httpx.URL) -> tuple[_Sender, Proxy | None]:
+    def _route(self, url: httpx.URL) -> tuple[DirectPool | _PoolTransport, Proxy | None]:
         """The transport for ``url``: through its proxy, if it has one, else direct."""
         proxy = self._proxy
         if proxy is None and self._env_proxies:
@@ -813,11 +862,13 @@ class Fetcher:
             state.redirects.append(str(current))
             current = target
 
-    async def _request(self, transport: _Sender, url: httpx.URL, state: _State) -> str | None:
+    async def _request(
+        self, transport: DirectPool | _PoolTransport, url: httpx.URL, state: _State
+    ) -> str | None:
         """Send one GET; read the body into ``state``; the Location to follow, if any.
-        The request is the client's (``build_request``: its headers, in its order), made
-        once per origin and extra headers and kept; it goes to the transport's httpcore
-        pool, and the response is read from httpcore, without httpx's request and
+        The request's headers are the client's (``build_request``: its headers, in its
+        order), made once per origin and extra headers and kept; the request goes to the
+        direct pool or to the transport's httpcore pool, without httpx's request and
         response objects (fewer layers per page)."""
         settings = self.settings
         secret = settings.credentials and url.host.lower().rstrip(".") in settings.credential_hosts
@@ -825,36 +876,29 @@ class Fetcher:
         if state.conditional is not None and state.conditional[0] == str(url):
             extra += state.conditional[1]
         prepared = self._prepared(url, tuple(extra), secret=bool(secret))
-        # The transport, not client.send: httpx builds a redirect request for every 3xx
-        # even with follow_redirects=False, and raises InvalidURL on odd Locations.
-        core = httpcore.Request(
-            method=b"GET",
-            url=httpcore.URL(
-                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
-            ),
-            headers=prepared.raw,
-            extensions=prepared.extensions,
-        )
-        response = await transport.send(core)
+        # Not client.send: httpx builds a redirect request for every 3xx even with
+        # follow_redirects=False, and raises InvalidURL on odd Locations.
+        if isinstance(transport, DirectPool):
+            response = await transport.get(
+                url.raw_scheme, url.raw_host, url.port, url.raw_path, prepared.head
+            )
+        else:
+            response = await transport.get(url, prepared)
         state.request_headers = prepared.shown
         try:
             status = state.status = response.status
-            reason = response.extensions.get("reason_phrase", b"")
-            state.reason = reason.decode("ascii", errors="ignore") or _phrase(status)
-            version = response.extensions.get("http_version", b"HTTP/1.1")
-            state.http_version = version.decode("ascii", errors="ignore")
-            headers = httpx.Headers(response.headers)
-            state.headers = _headers(headers)
-            media = state.headers.get("content-type", "").split(";")[0].strip().lower()
+            state.reason = response.reason.decode("ascii", errors="ignore") or _phrase(status)
+            state.http_version = response.http_version.decode("ascii", errors="ignore")
+            headers = state.headers = _headers(response.headers)
+            media = headers.get("content-type", "").split(";")[0].strip().lower()
             state.content_type = media or None
-            location: str | None = headers.get("location")
+            location = headers.get("location")
             if status in _REDIRECTS and location:
                 return location
-            await self._read_body(response, headers, state)
+            await self._read_body(response, state)
             return None
         finally:
-            with _httpx_errors():
-                await response.aclose()
+            await response.aclose()
 
     def _prepared(
         self, url: httpx.URL, extra: tuple[tuple[str, str], ...], *, secret: bool
@@ -871,28 +915,20 @@ class Fetcher:
                 for name, value in request.headers.multi_items()
                 if name.lower() not in secrets
             )
-            prepared = _Prepared(list(request.headers.raw), dict(request.extensions), shown)
+            raw = list(request.headers.raw)
+            prepared = _Prepared(raw, request_head(raw), dict(request.extensions), shown)
             if len(self._requests) >= _PREPARED:
                 self._requests.clear()
             self._requests[key] = prepared
         return prepared
 
-    async def _read_body(
-        self, response: httpcore.Response, headers: httpx.Headers, state: _State
-    ) -> None:
-        with _httpx_errors():
-            await self._read_chunks(response, headers, state)
-
-    async def _read_chunks(
-        self, response: httpcore.Response, headers: httpx.Headers, state: _State
-    ) -> None:
+    async def _read_body(self, response: Response, state: _State) -> None:
         settings = self.settings
         try:
-            decoders = _decoders(headers.get("content-encoding", ""))
+            decoders = _decoders(state.headers.get("content-encoding", ""))
         except ValueError as exc:
             decoders, state.error = [], str(exc)  # kept as received
         decoded = 0
-        assert isinstance(response.stream, AsyncIterable)
         async for chunk in response.stream:
             state.wire += len(chunk)
             room = settings.max_body_bytes - (state.wire - len(chunk))

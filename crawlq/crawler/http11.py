@@ -1,10 +1,28 @@
-"""The fetcher's direct HTTP/1.1 connections: h11 over asyncio streams.
+"""The fetcher's direct HTTP/1.1 connections: GET requests written from bytes kept per
+origin, responses read by a parser of this module, over asyncio streams.
 
-``DirectPool.send(request)`` takes the ``httpcore.Request`` the fetcher builds and
-returns an ``httpcore.Response`` whose stream reads the body as it arrives, like an
-httpcore pool does, with less work per request: no anyio cancel scopes, locks or events,
-no ``sniffio`` look-ups, one connection object of our own. The fetcher uses it for its
-direct requests over HTTP/1.1; a proxy, or ``http2=True``, goes through an httpcore pool.
+``DirectPool.get(scheme, host, port, target, head)`` sends one GET and returns a
+``Response`` whose ``stream`` reads the body as it arrives, like an httpcore pool does,
+with less work per request: the request is one bytes join (``request_head`` checks and
+writes the header lines once per origin), the response head is split and checked with a
+few regular expressions, and the body is sliced from the connection's buffer. The
+fetcher uses it for its direct requests over HTTP/1.1; a proxy, or ``http2=True``, goes
+through an httpcore pool.
+
+The response is read as h11 (the parser httpcore uses) reads it, and a differential
+test holds the two together (``tests/unit/test_crawler_http11.py``):
+
+* the status line is ``HTTP/d.d SP 3DIGIT [SP reason]``; header lines are
+  ``token ":" OWS value OWS`` with no control character but tab in the value, a line
+  starting with a space or tab continues the one before (obsolete folding, joined with a
+  space), lines end in CRLF or a bare LF, and a head over ``MAX_HEAD`` bytes is refused;
+* 1xx responses are skipped; 204 and 304 have no body; ``Transfer-Encoding: chunked``
+  (the only transfer coding accepted, once) frames the body, else ``Content-Length``
+  (digits, one value however often repeated), else the connection's end;
+* a chunk is ``HEX{1,20} [";" ext] OWS CRLF data CRLF``; the last one's trailer lines
+  are read and dropped;
+* the connection is kept only after a complete response of HTTP/1.1 without
+  ``Connection: close``, framed by its length or chunks, with nothing after it.
 
 The rules of the pinned httpcore pool it replaces hold here:
 
@@ -21,36 +39,49 @@ The rules of the pinned httpcore pool it replaces hold here:
 * the debug log has each connect (address, port) and each response's status line,
   never a header (credentials travel in headers);
 * errors are httpx's: ``ConnectError``/``ConnectTimeout`` (with the OS error as cause),
-  ``ReadError``/``WriteError``, ``RemoteProtocolError``.
+  ``ReadError``/``WriteError``, ``RemoteProtocolError``, and ``LocalProtocolError`` for a
+  request header or target that could split the request.
 
-A connection goes back to the pool only once its response was read to the end and both
-sides may go on (h11's states); a response closed early, a cancelled read or an error
-closes it.
+A connection goes back to the pool only once its response was read to the end and may
+be reused (above); a response closed early, a cancelled read or an error closes it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import select
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 
-import h11
-import httpcore
 import httpx
 
-__all__ = ["DirectPool", "open_stream", "readable"]
+__all__ = ["MAX_HEAD", "DirectPool", "Response", "open_stream", "readable", "request_head"]
 
 logger = logging.getLogger(__name__)
 
 _READ = 64 * 1024
-_MAX_HEAD = 100 * 1024  # the largest response head h11 accepts (httpcore's figure)
+MAX_HEAD = 100 * 1024  # the largest response head (or chunk line, or trailer) read
+_LENGTH_DIGITS = 20  # the most digits of a Content-Length
+
+_TOKEN = rb"[-!#$%&'*+.^_`|~0-9a-zA-Z]+"
+_VALUE = rb"(?:[^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?"
+_STATUS_LINE = re.compile(rb"HTTP/([0-9]\.[0-9]) ([0-9]{3})(?: ((?:[ \t]|[^\x00\s])*))?")
+_HEADER_LINE = re.compile(rb"(" + _TOKEN + rb"):[ \t]*(" + _VALUE + rb")[ \t]*")
+_HEADER_NAME = re.compile(_TOKEN)
+_HEADER_VALUE = re.compile(_VALUE)
+_TARGET = re.compile(rb"[\x21-\x7e]+")
+_CHUNK_LINE = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;.*)?[ \t]*\r\n", re.DOTALL)
+_BLANK_LINE = re.compile(rb"\n\r?\n")
+_FOLD = re.compile(rb"[ \t]+")
+_DIGITS = re.compile(rb"[0-9]+")
 
 Origin = tuple[bytes, bytes, int]
 Addresses = Callable[[str, int], Sequence[object]]
+Headers = list[tuple[bytes, bytes]]
 
 
 async def open_stream(
@@ -77,8 +108,138 @@ def readable(sock: socket.socket | None) -> bool:
     return bool(poll.poll(0))
 
 
+def request_head(headers: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """The header lines of a request (each ending in CRLF), checked: a name that is not
+    a token or a value with a control character but tab raises ``LocalProtocolError``."""
+    lines = []
+    for name, value in headers:
+        if not _HEADER_NAME.fullmatch(name):
+            raise httpx.LocalProtocolError(f"illegal header name {name!r}")
+        if not _HEADER_VALUE.fullmatch(value):
+            raise httpx.LocalProtocolError(f"illegal value in header {name!r}")
+        lines.append(b"%s: %s\r\n" % (name, value))
+    return b"".join(lines)
+
+
+class Response:
+    """A response's status line, its header lines as received (name case kept) and its
+    body: ``stream`` yields the body's bytes (after transfer decoding) as they arrive;
+    ``aclose`` must be awaited once done with it (it hands the connection back, or
+    closes it when the body was not read to its end)."""
+
+    __slots__ = ("_close", "headers", "http_version", "reason", "status", "stream")
+
+    def __init__(
+        self,
+        status: int,
+        reason: bytes,
+        http_version: bytes,
+        headers: Headers,
+        stream: AsyncGenerator[bytes, None],
+        close: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.status = status
+        self.reason = reason
+        self.http_version = http_version
+        self.headers = headers
+        self.stream = stream
+        self._close = close
+
+    async def aclose(self) -> None:
+        try:
+            await self.stream.aclose()
+        finally:
+            await self._close()
+
+
+class _Head:
+    """A response head, parsed: status line, headers, and how the body is framed
+    (``length`` bytes, ``chunked``, or to the connection's end when both are unset)."""
+
+    __slots__ = ("chunked", "headers", "keep_alive", "length", "reason", "status", "version")
+
+    def __init__(self, block: bytes) -> None:
+        lines = block.split(b"\n")[:-2]  # the blank line's two ends
+        for i, line in enumerate(lines):
+            if line.endswith(b"\r"):
+                lines[i] = line[:-1]
+        if not lines[0]:
+            raise httpx.RemoteProtocolError("no response line received")
+        match = _STATUS_LINE.fullmatch(lines[0])
+        if match is None:
+            raise httpx.RemoteProtocolError(f"illegal status line: {lines[0]!r}")
+        version, status, reason = match.groups()
+        self.version: bytes = version
+        self.status = int(status)
+        self.reason: bytes = reason or b""
+        self.headers: Headers = []
+        self.length: int | None = None
+        self.chunked = False
+        close = False
+        for name, value in _header_fields(lines[1:]):
+            lower = name.lower()
+            if lower == b"content-length":
+                value = _content_length(value, self.length)
+                if self.length is not None:
+                    continue  # the same length again: kept once, as h11 does
+                self.length = int(value)
+            elif lower == b"transfer-encoding":
+                if self.chunked:
+                    raise httpx.RemoteProtocolError("multiple Transfer-Encoding headers")
+                value = value.lower()
+                if value != b"chunked":
+                    raise httpx.RemoteProtocolError("Only Transfer-Encoding: chunked is supported")
+                self.chunked = True
+            elif lower == b"connection":
+                close = close or any(part.strip().lower() == b"close" for part in value.split(b","))
+            self.headers.append((name, value))
+        if self.status in (204, 304):  # never a body, whatever the headers say
+            self.length, self.chunked = 0, False
+        elif self.chunked:
+            # Both framings: the chunks win, and the connection is not trusted again.
+            close = close or self.length is not None
+            self.length = None
+        self.keep_alive = not close and version == b"1.1"
+
+
+def _header_fields(lines: list[bytes]) -> Iterable[tuple[bytes, bytes]]:
+    """(name, value) of header lines, folded lines joined with a space."""
+    if any(line[:1] in (b" ", b"\t") for line in lines):
+        lines = _unfold(lines)
+    for line in lines:
+        match = _HEADER_LINE.fullmatch(line)
+        if match is None:
+            raise httpx.RemoteProtocolError(f"illegal header line: {line!r}")
+        yield match.group(1), match.group(2)
+
+
+def _unfold(lines: list[bytes]) -> list[bytes]:
+    unfolded: list[bytes] = []
+    for line in lines:
+        fold = _FOLD.match(line)
+        if fold is None:
+            unfolded.append(line)
+        elif not unfolded:
+            raise httpx.RemoteProtocolError("continuation line at start of headers")
+        else:
+            unfolded[-1] += b" " + line[fold.end() :]
+    return unfolded
+
+
+def _content_length(value: bytes, seen: int | None) -> bytes:
+    lengths = {length.strip() for length in value.split(b",")}
+    if len(lengths) != 1:
+        raise httpx.RemoteProtocolError("conflicting Content-Length headers")
+    length = lengths.pop()
+    if not _DIGITS.fullmatch(length) or len(length) > _LENGTH_DIGITS:
+        raise httpx.RemoteProtocolError("bad Content-Length")
+    if seen is not None and int(length) != seen:
+        raise httpx.RemoteProtocolError("conflicting Content-Length headers")
+    return length
+
+
 class _Connection:
-    __slots__ = ("idle_since", "origin", "protocol", "reader", "socket", "writer")
+    __slots__ = ("buffer", "idle_since", "origin", "reader", "reusable", "socket", "writer")
 
     def __init__(
         self, origin: Origin, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -87,7 +248,8 @@ class _Connection:
         self.reader = reader
         self.writer = writer
         self.socket: socket.socket | None = writer.get_extra_info("socket")
-        self.protocol = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
+        self.buffer = b""  # bytes received and not yet parsed
+        self.reusable = False  # set when a response ended cleanly and may be followed
         self.idle_since = 0.0
 
     def close(self) -> None:
@@ -101,58 +263,142 @@ class _Connection:
             return True
         return readable(self.socket)
 
-    async def receive(self) -> h11.Event:
-        """The next h11 event, reading from the socket as needed."""
-        protocol = self.protocol
+    async def fill(self) -> bool:
+        """Read more into the buffer; False at the connection's end."""
+        try:
+            data = await self.reader.read(_READ)
+        except OSError as exc:
+            raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
+        if not data:
+            return False
+        self.buffer += data
+        return True
+
+    async def head(self) -> _Head:
+        """The next final response head (1xx responses skipped)."""
         while True:
-            try:
-                event = protocol.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise httpx.RemoteProtocolError(str(exc)) from exc
-            if isinstance(event, h11.Event):
-                return event
-            if event is h11.PAUSED:  # the response already ended: not asked by this module
-                raise httpx.RemoteProtocolError("no more events on this connection")
-            try:
-                data = await self.reader.read(_READ)
-            except OSError as exc:
-                raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
-            if not data and protocol.their_state is h11.SEND_RESPONSE:
-                raise httpx.RemoteProtocolError("server disconnected without sending a response")
-            try:
-                protocol.receive_data(data)
-            except h11.RemoteProtocolError as exc:
-                raise httpx.RemoteProtocolError(str(exc)) from exc
+            end = await self._head_end()
+            head = _Head(self.buffer[:end])
+            self.buffer = self.buffer[end:]
+            if head.status == 101:
+                raise httpx.RemoteProtocolError("server switched protocols unasked (101)")
+            if head.status >= 200:
+                return head
 
-
-class _Body:
-    """The body of one response: an async iterable of chunks; ``aclose`` hands the
-    connection back to the pool when the body was read to the end, else closes it."""
-
-    def __init__(self, pool: DirectPool, connection: _Connection) -> None:
-        self._pool = pool
-        self._connection: _Connection | None = connection
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        connection = self._connection
-        assert connection is not None, "the body was closed"
+    async def _head_end(self) -> int:
+        """Where the head at the buffer's start ends (after its blank line)."""
         while True:
-            event = await connection.receive()
-            if isinstance(event, h11.Data):
-                yield bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage):
-                return
-            else:
+            buffer = self.buffer
+            if buffer[:1] == b"\n" or buffer[:2] == b"\r\n":
+                raise httpx.RemoteProtocolError("no response line received")
+            match = _BLANK_LINE.search(buffer)
+            if match is not None:
+                return match.end()
+            if len(buffer) > MAX_HEAD:
+                raise httpx.RemoteProtocolError(f"response head over {MAX_HEAD} bytes")
+            if not await self.fill():
                 raise httpx.RemoteProtocolError(
-                    "server disconnected before the end of the body"
-                    if isinstance(event, h11.ConnectionClosed)
-                    else f"unexpected {type(event).__name__} in the body"
+                    "server disconnected without sending a response"
+                    if not buffer
+                    else "server disconnected in the response head"
                 )
 
-    async def aclose(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            self._pool.release(connection)
+    async def body(self, head: _Head) -> AsyncGenerator[bytes, None]:
+        """The body's bytes as they arrive; ``reusable`` is set at a clean end."""
+        if head.chunked:
+            async for data in self._chunked():
+                yield data
+        elif head.length is not None:
+            async for data in self._sized(head.length):
+                yield data
+        else:
+            while True:
+                if self.buffer:
+                    data, self.buffer = self.buffer, b""
+                    yield data
+                if not await self.fill():
+                    return  # framed by the connection's end: never reused
+        self.reusable = head.keep_alive and not self.buffer
+
+    async def _sized(self, length: int, chunk: bool = False) -> AsyncIterator[bytes]:
+        remaining = length
+        while remaining:
+            if not self.buffer and not await self.fill():
+                if chunk:
+                    raise _incomplete_chunks()
+                raise httpx.RemoteProtocolError(
+                    "peer closed connection without sending complete message body "
+                    f"(received {length - remaining} bytes, expected {length})"
+                )
+            if len(self.buffer) <= remaining:
+                data, self.buffer = self.buffer, b""
+            else:
+                data, self.buffer = self.buffer[:remaining], self.buffer[remaining:]
+            remaining -= len(data)
+            yield data
+
+    async def _chunked(self) -> AsyncIterator[bytes]:
+        while True:
+            line = await self._line()
+            match = _CHUNK_LINE.fullmatch(line)
+            if match is None:
+                raise httpx.RemoteProtocolError(f"illegal chunk header: {line!r}")
+            size = int(match.group(1), 16)
+            if size == 0:
+                await self._trailer()
+                return
+            async for data in self._sized(size, chunk=True):
+                yield data
+            while len(self.buffer) < 2:
+                if not await self.fill():
+                    raise _incomplete_chunks()
+            if self.buffer[:2] != b"\r\n":
+                raise httpx.RemoteProtocolError(
+                    f"malformed chunk footer: {self.buffer[:2]!r} (expected b'\\r\\n')"
+                )
+            self.buffer = self.buffer[2:]
+
+    async def _line(self) -> bytes:
+        """The next CRLF-ended line of a chunked body, its CRLF included."""
+        while True:
+            end = self.buffer.find(b"\r\n")
+            if end >= 0:
+                line, self.buffer = self.buffer[: end + 2], self.buffer[end + 2 :]
+                return line
+            if len(self.buffer) > MAX_HEAD:
+                raise httpx.RemoteProtocolError(f"chunk header over {MAX_HEAD} bytes")
+            if not await self.fill():
+                raise _incomplete_chunks()
+
+    async def _trailer(self) -> None:
+        """Read (and check, then drop) the trailer lines after the last chunk."""
+        while True:
+            buffer = self.buffer
+            end = -1
+            if buffer[:1] == b"\n":
+                end = 1
+            elif buffer[:2] == b"\r\n":
+                end = 2
+            else:
+                match = _BLANK_LINE.search(buffer)
+                if match is not None:
+                    end = match.end()
+            if end >= 0:
+                lines = [line.removesuffix(b"\r") for line in buffer[:end].split(b"\n")]
+                for _ in _header_fields(lines[:-2]):
+                    pass
+                self.buffer = buffer[end:]
+                return
+            if len(buffer) > MAX_HEAD:
+                raise httpx.RemoteProtocolError(f"chunked trailer over {MAX_HEAD} bytes")
+            if not await self.fill():
+                raise _incomplete_chunks()
+
+
+def _incomplete_chunks() -> httpx.RemoteProtocolError:
+    return httpx.RemoteProtocolError(
+        "peer closed connection without sending complete message body (incomplete chunked read)"
+    )
 
 
 class DirectPool:
@@ -180,10 +426,14 @@ class DirectPool:
         self._idle_count = 0
         self._closed = False
 
-    async def send(self, request: httpcore.Request) -> httpcore.Response:
-        """Send ``request`` (a GET without a body) and read the response head."""
-        url = request.url
-        origin: Origin = (url.scheme, url.host, url.port or (443 if url.scheme == b"https" else 80))
+    async def get(
+        self, scheme: bytes, host: bytes, port: int | None, target: bytes, head: bytes
+    ) -> Response:
+        """Send a GET of ``target`` (a path and query) with the header lines ``head``
+        (``request_head``'s, Host included) and read the response head."""
+        if not _TARGET.fullmatch(target):
+            raise httpx.LocalProtocolError(f"illegal request target {target!r}")
+        origin: Origin = (scheme, host, port or (443 if scheme == b"https" else 80))
         await self._slots.acquire()
         self._busy += 1
         connection: _Connection | None = None
@@ -192,7 +442,13 @@ class DirectPool:
             if connection is None:
                 self._make_room()
                 connection = await self._connect(origin)
-            event = await self._exchange(connection, request)
+            connection.reusable = False
+            try:
+                connection.writer.write(b"GET %s HTTP/1.1\r\n%s\r\n" % (target, head))
+                await connection.writer.drain()
+            except OSError as exc:
+                raise httpx.WriteError(str(exc) or type(exc).__name__) from exc
+            response = await connection.head()
         except BaseException:
             if connection is not None:
                 connection.close()
@@ -200,42 +456,24 @@ class DirectPool:
             raise
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
-                "%s %s://%s:%d%s: HTTP/%s %d", request.method.decode(), *(
+                "GET %s://%s:%d%s: HTTP/%s %d", *(
                     part.decode("ascii", "replace") for part in origin[:2]
-                ), origin[2], url.target.decode("ascii", "replace"),
-                event.http_version.decode(), event.status_code,
+                ), origin[2], target.decode("ascii", "replace"),
+                response.version.decode(), response.status,
             )  # fmt: skip
-        return httpcore.Response(
-            event.status_code,
-            headers=event.headers.raw_items(),
-            content=_Body(self, connection),
-            extensions={
-                "http_version": b"HTTP/" + event.http_version,
-                "reason_phrase": event.reason,
-            },
-        )
+        used = connection
 
-    async def _exchange(self, connection: _Connection, request: httpcore.Request) -> h11.Response:
-        protocol = connection.protocol
-        head = h11.Request(
-            method=request.method, target=request.url.target, headers=request.headers
+        async def release() -> None:
+            self.release(used)
+
+        return Response(
+            response.status,
+            response.reason,
+            b"HTTP/" + response.version,
+            response.headers,
+            connection.body(response),
+            release,
         )
-        try:
-            data = (protocol.send(head) or b"") + (protocol.send(h11.EndOfMessage()) or b"")
-        except h11.LocalProtocolError as exc:
-            raise httpx.LocalProtocolError(str(exc)) from exc
-        try:
-            connection.writer.write(data)
-            await connection.writer.drain()
-        except OSError as exc:
-            raise httpx.WriteError(str(exc) or type(exc).__name__) from exc
-        while True:
-            event = await connection.receive()
-            if isinstance(event, h11.Response):
-                return event
-            if isinstance(event, h11.InformationalResponse):
-                continue
-            raise httpx.RemoteProtocolError("server disconnected without sending a response")
 
     def _idle_connection(self, origin: Origin) -> _Connection | None:
         """A kept connection to ``origin`` that is still open, if any."""
@@ -308,18 +546,12 @@ class DirectPool:
         when the exchange ended cleanly (the connection idle the longest makes room for
         it when ``max_keepalive`` are kept), else close it."""
         self._done()
-        protocol = connection.protocol
-        if (
-            self._closed
-            or protocol.our_state is not h11.DONE
-            or protocol.their_state is not h11.DONE
-            or self._max_keepalive == 0
-        ):
+        if self._closed or not connection.reusable or self._max_keepalive == 0:
             connection.close()
             return
+        connection.reusable = False
         while self._idle_count >= self._max_keepalive:
             self._drop_oldest()
-        protocol.start_next_cycle()
         connection.idle_since = time.monotonic()
         self._idle.setdefault(connection.origin, []).append(connection)
         self._idle_count += 1
@@ -328,6 +560,6 @@ class DirectPool:
         """Close the kept connections; a response read later closes its own."""
         self._closed = True
         idle, self._idle, self._idle_count = self._idle, {}, 0
-        for connections in idle.values():
-            for connection in connections:
-                connection.close()
+        for connection in idle.values():
+            for kept in connection:
+                kept.close()
