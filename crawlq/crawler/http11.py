@@ -56,6 +56,7 @@ import socket
 import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 import httpx
 
@@ -121,35 +122,25 @@ def request_head(headers: Iterable[tuple[bytes, bytes]]) -> bytes:
     return b"".join(lines)
 
 
+@dataclass(slots=True)
 class Response:
     """A response's status line, its header lines as received (name case kept) and its
     body: ``stream`` yields the body's bytes (after transfer decoding) as they arrive;
-    ``aclose`` must be awaited once done with it (it hands the connection back, or
-    closes it when the body was not read to its end)."""
+    ``aclose`` must be awaited once done with it (``release`` then hands the connection
+    back, or closes it when the body was not read to its end)."""
 
-    __slots__ = ("_close", "headers", "http_version", "reason", "status", "stream")
-
-    def __init__(
-        self,
-        status: int,
-        reason: bytes,
-        http_version: bytes,
-        headers: Headers,
-        stream: AsyncGenerator[bytes, None],
-        close: Callable[[], Awaitable[None]],
-    ) -> None:
-        self.status = status
-        self.reason = reason
-        self.http_version = http_version
-        self.headers = headers
-        self.stream = stream
-        self._close = close
+    status: int
+    reason: bytes
+    http_version: bytes
+    headers: Headers
+    stream: AsyncGenerator[bytes, None]
+    release: Callable[[], Awaitable[None]]
 
     async def aclose(self) -> None:
         try:
             await self.stream.aclose()
         finally:
-            await self._close()
+            await self.release()
 
 
 class _Head:
@@ -158,12 +149,8 @@ class _Head:
 
     __slots__ = ("chunked", "headers", "keep_alive", "length", "reason", "status", "version")
 
-    def __init__(self, block: bytes) -> None:
-        lines = block.split(b"\n")[:-2]  # the blank line's two ends
-        for i, line in enumerate(lines):
-            if line.endswith(b"\r"):
-                lines[i] = line[:-1]
-        if not lines[0]:
+    def __init__(self, lines: list[bytes]) -> None:
+        if not lines:
             raise httpx.RemoteProtocolError("no response line received")
         match = _STATUS_LINE.fullmatch(lines[0])
         if match is None:
@@ -200,6 +187,17 @@ class _Head:
             close = close or self.length is not None
             self.length = None
         self.keep_alive = not close and version == b"1.1"
+
+
+def _block_end(buffer: bytes) -> int:
+    """Where the block of header lines at the buffer's start ends (after its blank line,
+    which may be all of it); -1 while the blank line has not arrived."""
+    if buffer[:1] == b"\n":
+        return 1
+    if buffer[:2] == b"\r\n":
+        return 2
+    match = _BLANK_LINE.search(buffer)
+    return -1 if match is None else match.end()
 
 
 def _header_fields(lines: list[bytes]) -> Iterable[tuple[bytes, bytes]]:
@@ -277,31 +275,30 @@ class _Connection:
     async def head(self) -> _Head:
         """The next final response head (1xx responses skipped)."""
         while True:
-            end = await self._head_end()
-            head = _Head(self.buffer[:end])
-            self.buffer = self.buffer[end:]
+            lines = await self._block("response head")
+            if lines is None:
+                raise httpx.RemoteProtocolError(
+                    "server disconnected in the response head"
+                    if self.buffer
+                    else "server disconnected without sending a response"
+                )
+            head = _Head(lines)
             if head.status == 101:
                 raise httpx.RemoteProtocolError("server switched protocols unasked (101)")
             if head.status >= 200:
                 return head
 
-    async def _head_end(self) -> int:
-        """Where the head at the buffer's start ends (after its blank line)."""
-        while True:
-            buffer = self.buffer
-            if buffer[:1] == b"\n" or buffer[:2] == b"\r\n":
-                raise httpx.RemoteProtocolError("no response line received")
-            match = _BLANK_LINE.search(buffer)
-            if match is not None:
-                return match.end()
-            if len(buffer) > MAX_HEAD:
-                raise httpx.RemoteProtocolError(f"response head over {MAX_HEAD} bytes")
+    async def _block(self, what: str) -> list[bytes] | None:
+        """The lines of the block of header lines at the buffer's start (without their
+        ends or the blank line), taken from the buffer; None when the connection ended
+        first. ``what`` names the block when it is over ``MAX_HEAD`` bytes."""
+        while (end := _block_end(self.buffer)) < 0:
+            if len(self.buffer) > MAX_HEAD:
+                raise httpx.RemoteProtocolError(f"{what} over {MAX_HEAD} bytes")
             if not await self.fill():
-                raise httpx.RemoteProtocolError(
-                    "server disconnected without sending a response"
-                    if not buffer
-                    else "server disconnected in the response head"
-                )
+                return None
+        block, self.buffer = self.buffer[:end], self.buffer[end:]
+        return [line.removesuffix(b"\r") for line in block.split(b"\n")[:-2]]
 
     async def body(self, head: _Head) -> AsyncGenerator[bytes, None]:
         """The body's bytes as they arrive; ``reusable`` is set at a clean end."""
@@ -372,27 +369,11 @@ class _Connection:
 
     async def _trailer(self) -> None:
         """Read (and check, then drop) the trailer lines after the last chunk."""
-        while True:
-            buffer = self.buffer
-            end = -1
-            if buffer[:1] == b"\n":
-                end = 1
-            elif buffer[:2] == b"\r\n":
-                end = 2
-            else:
-                match = _BLANK_LINE.search(buffer)
-                if match is not None:
-                    end = match.end()
-            if end >= 0:
-                lines = [line.removesuffix(b"\r") for line in buffer[:end].split(b"\n")]
-                for _ in _header_fields(lines[:-2]):
-                    pass
-                self.buffer = buffer[end:]
-                return
-            if len(buffer) > MAX_HEAD:
-                raise httpx.RemoteProtocolError(f"chunked trailer over {MAX_HEAD} bytes")
-            if not await self.fill():
-                raise _incomplete_chunks()
+        lines = await self._block("chunked trailer")
+        if lines is None:
+            raise _incomplete_chunks()
+        for _ in _header_fields(lines):
+            pass
 
 
 def _incomplete_chunks() -> httpx.RemoteProtocolError:
@@ -442,7 +423,6 @@ class DirectPool:
             if connection is None:
                 self._make_room()
                 connection = await self._connect(origin)
-            connection.reusable = False
             try:
                 connection.writer.write(b"GET %s HTTP/1.1\r\n%s\r\n" % (target, head))
                 await connection.writer.drain()
