@@ -146,7 +146,6 @@ def test_a_host_that_slows_down_gets_a_longer_interval_on_every_worker(
         wait_until(lambda: 0 < interval() <= FAST_FLOOR * 1.5, 60, "the fast host's interval")
         fast = interval()
         site.latency = SLOW
-        switched = app.store.now()
         wait_until(lambda: interval() >= SLOW * 0.8, 60, "the slow host's longer interval")
         slow = interval()
         assert slow >= 3 * fast
@@ -159,18 +158,23 @@ def test_a_host_that_slows_down_gets_a_longer_interval_on_every_worker(
         assert row["min_interval"] == pytest.approx(slow_end, abs=0.2)
         assert row["max_running"] == 4 and row["override"]  # --host-concurrency kept
         app.cancel_crawl(crawl_id)
+        # both workers were waiting for the host's pages all through the slow window
+        assert [worker.poll() for worker in workers] == [None, None]
     finally:
         for worker in workers:
             worker.send_signal(signal.SIGTERM)
         for worker in workers:
             worker.wait(30)
 
-    # both workers fetched from the slow host, and the store spaced every start of its
-    # pages, from either worker, by the interval
+    # Both workers fetched from the host, and the store spaced every start of its pages,
+    # from either worker, by the interval. Which worker takes each page once the interval
+    # is over is a race between two waiting workers (under load one can win every time),
+    # so the window's starts are not required to come from both: that the loser never
+    # started one early is what the gaps show.
     starts = sorted(
         (job.started_at, job.worker_id) for job in page_jobs(app) if job.started_at is not None
     )
-    assert len({worker for at, worker in starts if at >= switched}) == 2, starts
+    assert len({worker for at, worker in starts}) == 2, starts
     window = [(at, worker) for at, worker in starts if first <= at <= last]
     gaps = [b - a for (a, _), (b, _) in itertools.pairwise(window)]
     assert len(gaps) >= 5, window
