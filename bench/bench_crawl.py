@@ -342,6 +342,36 @@ def server_capacity(server: Server, n: int, connections: int = 8, seconds: float
     )
 
 
+def ceilings(server: Server, n: int, levels: list[int], seconds: float = 2.0) -> dict[int, float]:
+    """Pages/s of a bare asyncio client keeping C requests in flight (C keep-alive
+    connections, nothing parsed, nothing queued), for each C of ``levels``, with the
+    server's latency as it is set: what no crawler can beat at that concurrency."""
+    paths = [page_path(i) for i in range(n)]
+    rates = {}
+    for c in levels:
+        started = time.perf_counter()
+        done = asyncio.run(_load(server.port, paths, c, seconds))
+        rates[c] = done / (time.perf_counter() - started)
+    server.control("reset")
+    return rates
+
+
+def ceiling_line(rates: dict[int, float], results: dict[Contender, list[Run]]) -> str:
+    """The report's line on the ceilings, with each crawlq row's median as a share."""
+    parts = []
+    for c, rate in rates.items():
+        runs = results.get(Contender("crawlq", c), [])
+        median = statistics.median(r.rate for r in runs) if runs else None
+        share = f" (crawlq {median / rate:.0%} of it)" if median is not None else ""
+        parts.append(f"C={c} {rate:,.0f} pages/s{share}")
+    return (
+        "- Ceiling at this latency: a bare asyncio client of the bench keeping C requests in "
+        "flight over C keep-alive connections (nothing parsed, nothing queued), 2 s each: "
+        + ", ".join(parts)
+        + "."
+    )
+
+
 # -- machine, versions -------------------------------------------------------------------
 
 
@@ -761,6 +791,9 @@ def main() -> int:
         capacity = server_capacity(server, args.n)
         say(f"server alone: {capacity}")
         server.control(f"latency/{args.latency:g}")
+        rates = ceilings(server, args.n, levels) if args.latency else {}
+        if rates:
+            say("ceilings: " + ", ".join(f"C={c} {r:,.0f} pages/s" for c, r in rates.items()))
         bench = Bench(tmp, server, args.n, args.timeout, args.peers_python)
         gate.steps, gate.busy = 0, []  # the report counts the runs only
         results: dict[Contender, list[Run]] = {c: [] for c in contenders}
@@ -816,6 +849,7 @@ def main() -> int:
             if args.latency
             else ""
         ),
+        *([ceiling_line(rates, results)] if rates else []),
         *settings(tools),
         "- Each figure: wall clock from starting the process until it exits (start-up "
         "included), pages = distinct site pages the server saw requested; duplicates = "

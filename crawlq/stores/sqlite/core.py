@@ -11,7 +11,7 @@ import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -200,11 +200,17 @@ class SQLiteCore:
         return conn.execute(Q["crawl_get"], {"id": crawl_id}).fetchone() is not None
 
     def _results_insert(
-        self, conn: sqlite3.Connection, crawl_id: int, items: Sequence[tuple[bytes, str]]
+        self,
+        conn: sqlite3.Connection,
+        crawl_id: int,
+        items: Sequence[tuple[bytes, str]],
+        *,
+        exists: bool = False,
     ) -> list[bool] | None:
         """Keep each (key, record) new to the crawl, numbered MAX(seq) + 1 inside the write
-        transaction (writers take turns); True for each new one, None for no such crawl."""
-        if not self._crawl_exists(conn, crawl_id):
+        transaction (writers take turns); True for each new one, None for no such crawl
+        (not looked for when the transaction read the crawl already: ``exists``)."""
+        if not exists and not self._crawl_exists(conn, crawl_id):
             return None
         seq = int(conn.execute(Q["result_last_seq"], {"crawl_id": crawl_id}).fetchone()[0])
         answers: list[bool] = []
@@ -220,8 +226,10 @@ class SQLiteCore:
         conn: sqlite3.Connection,
         records: Sequence[Sequence[CrawlRecord]],
         applied: Sequence[bool],
+        read: Container[int] = (),
     ) -> None:
         """Keep the records of the job ends applied in this transaction (``Completion`` and
-        ``Failure.records``), one insert run per crawl; unknown crawls drop theirs."""
+        ``Failure.records``), one insert run per crawl; unknown crawls drop theirs.
+        ``read``: crawls this transaction has read (they exist)."""
         for crawl_id, pairs in records_by_crawl(records, applied):
-            self._results_insert(conn, crawl_id, pairs)
+            self._results_insert(conn, crawl_id, pairs, exists=crawl_id in read)

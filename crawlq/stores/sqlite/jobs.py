@@ -47,15 +47,16 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
 
     def _claim(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> list[Job]:
         """Claim rounds: a round that claimed a limit key's front reconciles its key, and
-        while room remains looks again (the key's next front may be due now)."""
+        while room remains looks again if that made a front due now. (A round claims
+        every due job up to the room, so nothing else can be due for the next one: ``now``
+        is the call's.)"""
         jobs: list[Job] = []
         while len(jobs) < params.limit:
             claimed = self._claim_round(conn, params, params.limit - len(jobs), now)
             jobs.extend(claimed)
             keys = {j.limit_key for j in claimed if j.limit_key is not None}
-            if not keys:
+            if not self._reconcile(conn, keys, now):
                 break
-            self._reconcile(conn, keys, now)
         jobs.sort(key=lambda j: states.claim_order(j.priority, j.run_at, j.id))
         return jobs
 
@@ -160,7 +161,7 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
                 if children:
                     self._schedule_all(conn, children[i], now, touched, drop_closed=True)
         if records:
-            self._keep_records(conn, records, applied)
+            self._keep_records(conn, records, applied, touched.open_crawls)
         self._settle(conn, touched, now)
         return applied
 

@@ -482,13 +482,15 @@ RETURNING front, min_interval, last_start, blocked_until;
 -- name: limit_fronts_due
 -- Reconcile, step 2: the new fronts (a JSON list of [id, gate]) enter the claim index,
 -- each due at its key's gate; a front's own run_at is kept aside when the gate is later.
+-- A row comes back for each front due now (claimable at once).
 UPDATE crawlq_jobs
 SET own_run_at = CASE WHEN f.gate > run_at THEN run_at END,
     run_at = max(run_at, f.gate),
     state = crawlq_pending_state(0, 0, max(run_at, f.gate) <= :now)
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS gate
       FROM json_each(:fronts)) AS f
-WHERE crawlq_jobs.id = f.id AND crawlq_jobs.state = 'waiting';
+WHERE crawlq_jobs.id = f.id AND crawlq_jobs.state = 'waiting'
+RETURNING CASE WHEN state = 'ready' THEN 1 END;
 
 -- name: limit_demote_front
 -- The key's front goes back to waiting with its own run_at (the store reconciles it).

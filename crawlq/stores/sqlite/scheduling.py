@@ -368,19 +368,22 @@ class SQLiteScheduling(SQLiteCore):
         ).fetchone()
         return row
 
-    def _reconcile(self, conn: sqlite3.Connection, keys: Iterable[str], now: float) -> None:
+    def _reconcile(self, conn: sqlite3.Connection, keys: Iterable[str], now: float) -> bool:
         """Give each of ``keys`` a front if it has none, room under its cap and a waiting
         job: the best one, due at max(its run_at, last start + min_interval,
-        blocked_until). Two statements for all the keys. Siblings: crawlq_reconcile
-        (postgres/migrations/0008_rules.sql), reconcile in redis/scripts/prelude.lua."""
+        blocked_until). Two statements for all the keys; whether a new front is due now.
+        Siblings: crawlq_reconcile (postgres/migrations/0008_rules.sql), reconcile in
+        redis/scripts/prelude.lua."""
         names = sorted(set(keys))
         if not names:
-            return
+            return False
         fronts = []
         for row in conn.execute(Q["limit_take_fronts"], {"keys": dumps(names)}).fetchall():
             fronts.append([row["front"], key_gate(row)])
-        if fronts:
-            conn.execute(Q["limit_fronts_due"], {"fronts": dumps(fronts), "now": now})
+        if not fronts:
+            return False
+        rows = conn.execute(Q["limit_fronts_due"], {"fronts": dumps(fronts), "now": now})
+        return any(row[0] for row in rows.fetchall())
 
     def _retime(self, conn: sqlite3.Connection, key: str, now: float) -> None:
         """Settings or block of ``key`` changed: its front goes back and is chosen again."""
