@@ -141,9 +141,12 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         children of each completion applied (dropped when their crawl is closed), keep
         the records of those applied, then settle keys and crawls.
 
-        One statement ends each run of leases (``_runs``): a lease's children are
-        scheduled after the leases before it and before the leases after it, as when each
-        lease ends in turn (a child may take the key of a later lease's job)."""
+        One statement ends each run of leases (``_runs``), and one ``_schedule_all`` call
+        schedules the children of the run's applied completions, in order: a lease with
+        children that have unique keys ends its run, so those children are scheduled
+        after the leases before it and before the leases after it, as when each lease
+        ends in turn (a child may take the key of a later lease's job). Children without
+        a key (a crawl page's links) meet no lease's job, and wait for the run's end."""
         touched = Touched()
         applied: list[bool] = []
         for run in _runs(ends, children):
@@ -151,6 +154,7 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
             rows = conn.execute(Q[query], batch).fetchall()
             touched.note(rows)
             by_id = {r["id"]: r for r in rows}
+            kids: list[JobSpec] = []
             for i in run:
                 row = by_id.get(ends[i][0])
                 applied.append(row is not None)
@@ -159,7 +163,9 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
                 if row["state"] in ("done", "dead"):
                     self._spawn_followups(conn, [row], now, touched)
                 if children:
-                    self._schedule_all(conn, children[i], now, touched, drop_closed=True)
+                    kids += children[i]
+            if kids:
+                self._schedule_all(conn, kids, now, touched, drop_closed=True)
         if records:
             self._keep_records(conn, records, applied, touched.open_crawls)
         self._settle(conn, touched, now)
@@ -256,8 +262,9 @@ def _completion_items(completions: Sequence[Completion]) -> list[End]:
 
 def _runs(ends: Sequence[End], children: Sequence[Sequence[JobSpec]]) -> Iterator[list[int]]:
     """The indexes of ``ends`` in runs that one statement may end together: a run stops
-    after a completion with children (they are scheduled before the next lease ends) and
-    before a job id it holds already (SQLite would join one row to both)."""
+    after a completion with children that have unique keys (they are scheduled before
+    the next lease ends) and before a job id it holds already (SQLite would join one row
+    to both)."""
     run: list[int] = []
     ids: set[int] = set()
     for i, end in enumerate(ends):
@@ -266,7 +273,7 @@ def _runs(ends: Sequence[End], children: Sequence[Sequence[JobSpec]]) -> Iterato
             run, ids = [], set()
         run.append(i)
         ids.add(end[0])
-        if children and children[i]:
+        if children and any(spec.key is not None for spec in children[i]):
             yield run
             run, ids = [], set()
     if run:
