@@ -342,7 +342,11 @@ def server_capacity(server: Server, n: int, connections: int = 8, seconds: float
     )
 
 
-def ceilings(server: Server, n: int, levels: list[int], seconds: float = 2.0) -> dict[int, float]:
+CEILING_SECONDS = 2.0
+"""How long the bare client measures each ceiling."""
+
+
+def ceilings(server: Server, n: int, levels: list[int]) -> dict[int, float]:
     """Pages/s of a bare asyncio client keeping C requests in flight (C keep-alive
     connections, nothing parsed, nothing queued), for each C of ``levels``, with the
     server's latency as it is set: what no crawler can beat at that concurrency."""
@@ -350,7 +354,7 @@ def ceilings(server: Server, n: int, levels: list[int], seconds: float = 2.0) ->
     rates = {}
     for c in levels:
         started = time.perf_counter()
-        done = asyncio.run(_load(server.port, paths, c, seconds))
+        done = asyncio.run(_load(server.port, paths, c, CEILING_SECONDS))
         rates[c] = done / (time.perf_counter() - started)
     server.control("reset")
     return rates
@@ -366,9 +370,8 @@ def ceiling_line(rates: dict[int, float], results: dict[Contender, list[Run]]) -
         parts.append(f"C={c} {rate:,.0f} pages/s{share}")
     return (
         "- Ceiling at this latency: a bare asyncio client of the bench keeping C requests in "
-        "flight over C keep-alive connections (nothing parsed, nothing queued), 2 s each: "
-        + ", ".join(parts)
-        + "."
+        f"flight over C keep-alive connections (nothing parsed, nothing queued), "
+        f"{CEILING_SECONDS:g} s each: " + ", ".join(parts) + "."
     )
 
 
@@ -398,6 +401,17 @@ def crawlq_command() -> list[str]:
     if script.exists():
         return [str(script)]
     return [str(REPO / ".venv" / "bin" / "python"), "-m", "crawlq"]
+
+
+def crawl_args(url: str, work: Path, concurrency: int, processes: int = 1) -> list[str]:
+    """The bench's ``crawlq crawl`` arguments: a SQLite store and ``out.jsonl`` in
+    ``work``, ``concurrency`` per host and in all, no delay (also the profilers')."""
+    return [
+        "crawl", url, "--store", f"sqlite:///{work / 'crawl.db'}", "--allow-private",
+        "--concurrency", str(concurrency), "--host-concurrency", str(concurrency),
+        "--delay", "0", "--processes", str(processes), "--output", str(work / "out.jsonl"),
+        "--no-progress",
+    ]  # fmt: skip
 
 
 def crawlq_version(python: str) -> str:
@@ -511,25 +525,7 @@ class Bench:
                 f"CONCURRENT_REQUESTS_PER_DOMAIN={c.concurrency}",
             ]
             return cmd, None, out
-        cmd = [
-            *crawlq_command(),
-            "crawl",
-            url,
-            "--store",
-            f"sqlite:///{work / 'crawl.db'}",
-            "--allow-private",
-            "--concurrency",
-            str(c.concurrency),
-            "--host-concurrency",
-            str(c.concurrency),
-            "--delay",
-            "0",
-            "--processes",
-            str(c.processes),
-            "--output",
-            str(out),
-            "--no-progress",
-        ]
+        cmd = [*crawlq_command(), *crawl_args(url, work, c.concurrency, c.processes)]
         return cmd, crawlq_env(), out
 
     def run(self, c: Contender) -> Run:

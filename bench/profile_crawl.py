@@ -186,12 +186,7 @@ def main() -> None:
         work = Path(tmp)
         bench_crawl.build_site(work / "site", args.n)
         server = bench_crawl.Server(work / "site")
-        argv = [
-            "crawl", server.url, "--store", f"sqlite:///{work / 'crawl.db'}",
-            "--allow-private", "--concurrency", str(args.concurrency),
-            "--host-concurrency", str(args.concurrency), "--delay", "0", "--processes", "1",
-            "--output", str(work / "out.jsonl"), "--no-progress",
-        ]  # fmt: skip
+        argv = bench_crawl.crawl_args(server.url, work, args.concurrency)
         try:
             wall, cpu = time.perf_counter(), time.process_time()
             with ThreadClock() as threads:

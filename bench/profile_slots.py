@@ -106,12 +106,7 @@ def main() -> None:
         bench_crawl.build_site(work / "site", args.n)
         server = bench_crawl.Server(work / "site")
         server.control(f"latency/{args.latency:g}")
-        argv = [
-            "crawl", server.url, "--store", f"sqlite:///{work / 'crawl.db'}",
-            "--allow-private", "--concurrency", str(args.concurrency),
-            "--host-concurrency", str(args.concurrency), "--delay", "0", "--processes", "1",
-            "--output", str(work / "out.jsonl"), "--no-progress",
-        ]  # fmt: skip
+        argv = bench_crawl.crawl_args(server.url, work, args.concurrency)
         try:
             wall = time.perf_counter()
             cli.main(argv, prog_name="crawlq", standalone_mode=False)
