@@ -74,11 +74,12 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
             )
         if not candidates:
             return []
-        picked = sorted(candidates)[:limit]
-        rows = conn.execute(
-            Q["job_claim_ids"],
-            {"ids": dumps([c[2] for c in picked]), "worker_id": params.worker_id, "now": now},
-        ).fetchall()
+        ids = [c[2] for c in sorted(candidates)[:limit]]
+        claim = {"worker_id": params.worker_id, "now": now}
+        if len(ids) == 1:
+            rows = conn.execute(Q["job_claim_one"], {**claim, "id": ids[0]}).fetchall()
+        else:
+            rows = conn.execute(Q["job_claim_ids"], {**claim, "ids": dumps(ids)}).fetchall()
         return [row_job(r) for r in rows]
 
     def _per_item(self, operation: str, query: str, items: Sequence[dict[str, Any]]) -> list[bool]:
@@ -150,8 +151,13 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         touched = Touched()
         applied: list[bool] = []
         for run in _runs(ends, children):
-            batch = {"ends": dumps([ends[i] for i in run]), "now": now}
-            rows = conn.execute(Q[query], batch).fetchall()
+            if len(run) == 1 and query == "job_complete":
+                job_id, token, result = ends[run[0]]
+                one = {"id": job_id, "token": token, "result": result, "now": now}
+                rows = conn.execute(Q["job_complete_one"], one).fetchall()
+            else:
+                batch = {"ends": dumps([ends[i] for i in run]), "now": now}
+                rows = conn.execute(Q[query], batch).fetchall()
             touched.note(rows)
             by_id = {r["id"]: r for r in rows}
             kids: list[JobSpec] = []

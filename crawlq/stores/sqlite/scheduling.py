@@ -377,12 +377,19 @@ class SQLiteScheduling(SQLiteCore):
         names = sorted(set(keys))
         if not names:
             return False
-        fronts = []
-        for row in conn.execute(Q["limit_take_fronts"], {"keys": dumps(names)}).fetchall():
-            fronts.append([row["front"], key_gate(row)])
+        if len(names) == 1:
+            taken = conn.execute(Q["limit_take_fronts_one"], {"key": names[0]})
+        else:
+            taken = conn.execute(Q["limit_take_fronts"], {"keys": dumps(names)})
+        fronts = [[row["front"], key_gate(row)] for row in taken.fetchall()]
         if not fronts:
             return False
-        rows = conn.execute(Q["limit_fronts_due"], {"fronts": dumps(fronts), "now": now})
+        if len(fronts) == 1:
+            ((front, gate),) = fronts
+            one = {"id": front, "gate": gate, "now": now}
+            rows = conn.execute(Q["limit_fronts_due_one"], one)
+        else:
+            rows = conn.execute(Q["limit_fronts_due"], {"fronts": dumps(fronts), "now": now})
         return any(row[0] for row in rows.fetchall())
 
     def _retime(self, conn: sqlite3.Connection, key: str, now: float) -> None:
