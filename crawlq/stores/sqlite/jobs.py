@@ -46,25 +46,33 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         )
 
     def _claim(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> list[Job]:
-        """Claim rounds: a round that claimed a limit key's front reconciles its key, and
-        while room remains looks again if that made a front due now. (A round claims
-        every due job up to the room, so nothing else can be due for the next one: ``now``
-        is the call's.)"""
+        """Claim rounds. The first claims the best due jobs of the claim index. A round
+        that claimed a limit key's front reconciles its key, and while room remains the
+        next round claims the fronts that made due now, in the claimed queues: a round
+        claims every due job up to the room and ``now`` is the call's, so nothing else is
+        due (the index's promotion and candidates would find just those fronts)."""
         jobs: list[Job] = []
-        while len(jobs) < params.limit:
-            claimed = self._claim_round(conn, params, params.limit - len(jobs), now)
+        queues = set(params.queues)
+        candidates = self._candidates(conn, params.queues, params.limit, now)
+        while candidates:
+            claimed = self._claim_best(conn, params, candidates, params.limit - len(jobs), now)
             jobs.extend(claimed)
             keys = {j.limit_key for j in claimed if j.limit_key is not None}
-            if not self._reconcile(conn, keys, now):
+            due = self._reconcile(conn, keys, now)
+            if len(jobs) >= params.limit:
                 break
+            candidates = [front.order for front in due if front.queue in queues]
         jobs.sort(key=lambda j: states.claim_order(j.priority, j.run_at, j.id))
         return jobs
 
-    def _claim_round(
-        self, conn: sqlite3.Connection, params: ClaimParams, limit: int, now: float
-    ) -> list[Job]:
+    @staticmethod
+    def _candidates(
+        conn: sqlite3.Connection, queues: Sequence[str], limit: int, now: float
+    ) -> list[tuple[int, float, int]]:
+        """The claim order of the best ``limit`` due jobs of each of ``queues``, once
+        their due scheduled jobs are promoted."""
         candidates: list[tuple[int, float, int]] = []
-        for queue in dict.fromkeys(params.queues):
+        for queue in dict.fromkeys(queues):
             conn.execute(Q["job_promote_due"], {"queue": queue, "now": now})
             found = conn.execute(
                 Q["job_claim_candidates"], {"queue": queue, "now": now, "limit": limit}
@@ -72,8 +80,17 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
             candidates.extend(
                 states.claim_order(r["priority"], r["run_at"], r["id"]) for r in found
             )
-        if not candidates:
-            return []
+        return candidates
+
+    @staticmethod
+    def _claim_best(
+        conn: sqlite3.Connection,
+        params: ClaimParams,
+        candidates: Sequence[tuple[int, float, int]],
+        limit: int,
+        now: float,
+    ) -> list[Job]:
+        """Claim the best ``limit`` of ``candidates`` (claim orders of ready jobs)."""
         ids = [c[2] for c in sorted(candidates)[:limit]]
         claim = {"worker_id": params.worker_id, "now": now}
         if len(ids) == 1:

@@ -521,10 +521,14 @@ UPDATE crawlq_limits
   AND key = :key
 {{taken_front}};
 
+-- fragment: front_due
+RETURNING id, queue, priority, run_at, state = 'ready' AS due
+
 -- name: limit_fronts_due
 -- Reconcile, step 2: the new fronts (a JSON list of [id, gate]) enter the claim index,
 -- each due at its key's gate; a front's own run_at is kept aside when the gate is later.
--- A row comes back for each front due now (claimable at once).
+-- Each front comes back with its claim order, and whether it is due now (ready:
+-- claimable at once).
 UPDATE crawlq_jobs
 SET own_run_at = CASE WHEN f.gate > run_at THEN run_at END,
     run_at = max(run_at, f.gate),
@@ -532,7 +536,7 @@ SET own_run_at = CASE WHEN f.gate > run_at THEN run_at END,
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS gate
       FROM json_each(:fronts)) AS f
 WHERE crawlq_jobs.id = f.id AND crawlq_jobs.state = 'waiting'
-RETURNING CASE WHEN state = 'ready' THEN 1 END;
+{{front_due}};
 
 -- name: limit_fronts_due_one
 -- limit_fronts_due for one front (:id, due at :gate), as job_claim_one.
@@ -541,7 +545,7 @@ SET own_run_at = CASE WHEN :gate > run_at THEN run_at END,
     run_at = max(run_at, :gate),
     state = crawlq_pending_state(0, 0, max(run_at, :gate) <= :now)
 WHERE id = :id AND state = 'waiting'
-RETURNING CASE WHEN state = 'ready' THEN 1 END;
+{{front_due}};
 
 -- name: limit_demote_front
 -- The key's front goes back to waiting with its own run_at (the store reconciles it).

@@ -10,7 +10,7 @@ import dataclasses
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from crawlq.crawls import OPEN_CRAWL_STATES, CrawlState, no_such_crawl
 from crawlq.jobs import JobSpec, Outcome, ScheduleResult
@@ -21,6 +21,14 @@ from crawlq.stores.codec import limits_from, on_finish_spec, request_params
 from crawlq.stores.conflict import Request, merge
 from crawlq.stores.sqlite.core import SEEN_KNOWN_MAX, Q, SQLiteCore, row_batches, row_request
 from crawlq.types import JobId
+
+
+class DueFront(NamedTuple):
+    """A limit key's new front that is due now (``_reconcile``): its queue and its claim
+    order."""
+
+    queue: str
+    order: tuple[int, float, int]
 
 
 @dataclass(slots=True)
@@ -368,29 +376,35 @@ class SQLiteScheduling(SQLiteCore):
         ).fetchone()
         return row
 
-    def _reconcile(self, conn: sqlite3.Connection, keys: Iterable[str], now: float) -> bool:
+    def _reconcile(
+        self, conn: sqlite3.Connection, keys: Iterable[str], now: float
+    ) -> list[DueFront]:
         """Give each of ``keys`` a front if it has none, room under its cap and a waiting
         job: the best one, due at max(its run_at, last start + min_interval,
-        blocked_until). Two statements for all the keys; whether a new front is due now.
+        blocked_until). Two statements for all the keys; returns the new fronts due now.
         Siblings: crawlq_reconcile (postgres/migrations/0008_rules.sql), reconcile in
         redis/scripts/prelude.lua."""
         names = sorted(set(keys))
         if not names:
-            return False
+            return []
         if len(names) == 1:
             taken = conn.execute(Q["limit_take_fronts_one"], {"key": names[0]})
         else:
             taken = conn.execute(Q["limit_take_fronts"], {"keys": dumps(names)})
         fronts = [[row["front"], key_gate(row)] for row in taken.fetchall()]
         if not fronts:
-            return False
+            return []
         if len(fronts) == 1:
             ((front, gate),) = fronts
             one = {"id": front, "gate": gate, "now": now}
             rows = conn.execute(Q["limit_fronts_due_one"], one)
         else:
             rows = conn.execute(Q["limit_fronts_due"], {"fronts": dumps(fronts), "now": now})
-        return any(row[0] for row in rows.fetchall())
+        return [
+            DueFront(row["queue"], states.claim_order(row["priority"], row["run_at"], row["id"]))
+            for row in rows.fetchall()
+            if row["due"]
+        ]
 
     def _retime(self, conn: sqlite3.Connection, key: str, now: float) -> None:
         """Settings or block of ``key`` changed: its front goes back and is chosen again."""
