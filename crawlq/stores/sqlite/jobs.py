@@ -13,8 +13,11 @@ from crawlq.stores import states
 from crawlq.stores.base import ClaimParams, Completion, CrawlRecord, Failure, Release
 from crawlq.stores.gate import JobGate
 from crawlq.stores.sqlite.core import Q, row_job, row_request
-from crawlq.stores.sqlite.scheduling import SQLiteScheduling, Touched, lone_keys
+from crawlq.stores.sqlite.scheduling import DueFront, SQLiteScheduling, Touched, lone_keys
 from crawlq.types import JobId, Timestamp
+
+Order = tuple[int, float, int]
+"""A job's claim order (``crawlq.stores.states.claim_order``)."""
 
 
 class SQLiteJobs(SQLiteScheduling, JobGate):
@@ -48,22 +51,51 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
     def _claim(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> list[Job]:
         """Claim rounds. The first claims the best due jobs of the claim index. A round
         that claimed a limit key's front reconciles its key, and while room remains the
-        next round claims the fronts that made due now, in the claimed queues: a round
-        claims every due job up to the room and ``now`` is the call's, so nothing else is
-        due (the index's promotion and candidates would find just those fronts)."""
+        next claims the fronts that made due now, in the claimed queues: a round claims
+        every due job up to the room and ``now`` is the call's, so nothing else is due
+        (the index's promotion and candidates would find just those fronts).
+
+        A key's next front is its best waiting job once the one before has started. For a
+        key with no gate and room under its cap, the jobs that would be its next fronts in
+        this call (``_line``) are claimed in the same statement as its front: the jobs
+        that rounds of one front a key each would take (``_rounds``), in one statement."""
         jobs: list[Job] = []
         queues = set(params.queues)
-        candidates = self._candidates(conn, params.queues, params.limit, now)
-        while candidates:
-            claimed = self._claim_best(conn, params, candidates, params.limit - len(jobs), now)
+        lines = [[order] for order in self._candidates(conn, params.queues, params.limit, now)]
+        while lines:
+            picked = _rounds(lines, params.limit - len(jobs))
+            claimed = self._claim_ids(conn, params, [order[2] for order in picked], now)
             jobs.extend(claimed)
             keys = {j.limit_key for j in claimed if j.limit_key is not None}
             due = self._reconcile(conn, keys, now)
-            if len(jobs) >= params.limit:
+            room = params.limit - len(jobs)
+            if room <= 0:
                 break
-            candidates = [front.order for front in due if front.queue in queues]
+            lines = [self._line(conn, front, queues, room, now) for front in due]
+            lines = [line for line in lines if line]
         jobs.sort(key=lambda j: states.claim_order(j.priority, j.run_at, j.id))
         return jobs
+
+    @staticmethod
+    def _line(
+        conn: sqlite3.Connection, front: DueFront, queues: set[str], room: int, now: float
+    ) -> list[Order]:
+        """The claim orders of the jobs that would be ``front``'s key's next fronts in a
+        claim of ``room`` jobs from ``queues``: the front, then while the key has room
+        (``DueFront.more``) its next waiting jobs that are due and in ``queues``, each due
+        at the start before it, now, as a front is due at its key's last start (the claim
+        writes that run_at). Empty when the front is in another queue."""
+        if front.queue not in queues:
+            return []
+        line = [front.order]
+        more = min(front.more, room - 1)
+        if more > 0:
+            params = {"key": front.key, "limit": more}
+            for row in conn.execute(Q["job_key_next"], params):
+                if row["queue"] not in queues or row["run_at"] > now:
+                    break
+                line.append(states.claim_order(row["priority"], now, row["id"]))
+        return line
 
     @staticmethod
     def _candidates(
@@ -83,15 +115,9 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         return candidates
 
     @staticmethod
-    def _claim_best(
-        conn: sqlite3.Connection,
-        params: ClaimParams,
-        candidates: Sequence[tuple[int, float, int]],
-        limit: int,
-        now: float,
+    def _claim_ids(
+        conn: sqlite3.Connection, params: ClaimParams, ids: Sequence[JobId], now: float
     ) -> list[Job]:
-        """Claim the best ``limit`` of ``candidates`` (claim orders of ready jobs)."""
-        ids = [c[2] for c in sorted(candidates)[:limit]]
         claim = {"worker_id": params.worker_id, "now": now}
         if len(ids) == 1:
             rows = conn.execute(Q["job_claim_one"], {**claim, "id": ids[0]}).fetchall()
@@ -276,6 +302,23 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
 
 End = list[Any]
 """A lease to end as job_complete and job_fail take it: [id, token, ...their values]."""
+
+
+def _rounds(lines: Sequence[Sequence[Order]], room: int) -> list[Order]:
+    """What claim rounds would take from ``lines`` (each a key's jobs in the order they
+    would become its front, or one ready job), up to ``room`` jobs: each round the best
+    ``room`` of the lines' first jobs not yet taken."""
+    picked: list[Order] = []
+    taken = [0] * len(lines)
+    while room > 0:
+        heads = sorted((line[taken[i]], i) for i, line in enumerate(lines) if taken[i] < len(line))
+        if not heads:
+            break
+        for order, i in heads[:room]:
+            picked.append(order)
+            taken[i] += 1
+        room -= len(heads[:room])
+    return picked
 
 
 def _completion_items(completions: Sequence[Completion]) -> list[End]:

@@ -124,16 +124,31 @@ WHERE queue = :queue AND state = 'ready' AND run_at <= :now
 ORDER BY {{claim_order}}
 LIMIT :limit;
 
+-- fragment: claimable
+-- The jobs a claim may lease by id: ready ones, and a limit key's waiting jobs next after
+-- its front made due in the same call (SQLiteJobs._claim: job_key_next).
+state IN ('ready', 'waiting')
+
+-- name: job_key_next
+-- A key's waiting jobs next after its front, in claim order, that a claim may lease with
+-- it when the key has no gate and room under its cap (SQLiteJobs._claim).
+SELECT id, queue, priority, run_at FROM crawlq_jobs INDEXED BY crawlq_jobs_waiting
+WHERE limit_key = :key AND state = 'waiting'
+ORDER BY {{claim_order}}
+LIMIT :limit;
+
 -- fragment: claim
--- What a claim writes on the jobs it leases.
+-- What a claim writes on the jobs it leases. A waiting job was due at its key's last
+-- start, now, as a front is (limit_fronts_due).
 SET state = 'running', attempts = attempts + 1, worker_id = :worker_id,
     lease_token = lower(hex(randomblob(8))), lease_expires_at = :now + lease_seconds,
-    started_at = :now, own_run_at = NULL
+    started_at = :now, own_run_at = NULL,
+    run_at = CASE WHEN state = 'waiting' THEN max(run_at, :now) ELSE run_at END
 
 -- name: job_claim_ids
 UPDATE crawlq_jobs
 {{claim}}
-WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'ready'
+WHERE id IN (SELECT value FROM json_each(:ids)) AND {{claimable}}
 RETURNING *;
 
 -- name: job_claim_one
@@ -144,7 +159,7 @@ RETURNING *;
 -- claim of one job 177,000 through the list, 109,000 without).
 UPDATE crawlq_jobs
 {{claim}}
-WHERE id = :id AND state = 'ready'
+WHERE id = :id AND {{claimable}}
 RETURNING *;
 
 -- name: job_heartbeat
@@ -505,7 +520,7 @@ WHERE front IS NULL AND (max_running IS NULL OR running < max_running)
               WHERE limit_key = crawlq_limits.key AND state = 'waiting')
 
 -- fragment: taken_front
-RETURNING front, min_interval, last_start, blocked_until
+RETURNING key, front, min_interval, last_start, blocked_until, max_running, running
 
 -- name: limit_take_fronts
 -- Reconcile, step 1, for several keys (a JSON list) in one statement.

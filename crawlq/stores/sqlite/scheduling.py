@@ -24,11 +24,16 @@ from crawlq.types import JobId
 
 
 class DueFront(NamedTuple):
-    """A limit key's new front that is due now (``_reconcile``): its queue and its claim
-    order."""
+    """A limit key's new front that is due now (``_reconcile``)."""
 
     queue: str
     order: tuple[int, float, int]
+    """Its claim order."""
+    key: str
+    more: int
+    """How many more of the key's jobs may start with it: the key's room under its cap
+    once it has started. (A key whose front is due now after a start in the same call
+    has no ``min_interval`` and no block: the start moved its gate to now.)"""
 
 
 @dataclass(slots=True)
@@ -388,12 +393,13 @@ class SQLiteScheduling(SQLiteCore):
         if not names:
             return []
         if len(names) == 1:
-            taken = conn.execute(Q["limit_take_fronts_one"], {"key": names[0]})
+            taken = conn.execute(Q["limit_take_fronts_one"], {"key": names[0]}).fetchall()
         else:
-            taken = conn.execute(Q["limit_take_fronts"], {"keys": dumps(names)})
-        fronts = [[row["front"], key_gate(row)] for row in taken.fetchall()]
+            taken = conn.execute(Q["limit_take_fronts"], {"keys": dumps(names)}).fetchall()
+        fronts = [[row["front"], key_gate(row)] for row in taken]
         if not fronts:
             return []
+        keys_of = {row["front"]: (row["key"], _more(row)) for row in taken}
         if len(fronts) == 1:
             ((front, gate),) = fronts
             one = {"id": front, "gate": gate, "now": now}
@@ -401,7 +407,11 @@ class SQLiteScheduling(SQLiteCore):
         else:
             rows = conn.execute(Q["limit_fronts_due"], {"fronts": dumps(fronts), "now": now})
         return [
-            DueFront(row["queue"], states.claim_order(row["priority"], row["run_at"], row["id"]))
+            DueFront(
+                row["queue"],
+                states.claim_order(row["priority"], row["run_at"], row["id"]),
+                *keys_of[row["id"]],
+            )
             for row in rows.fetchall()
             if row["due"]
         ]
@@ -447,6 +457,17 @@ class SQLiteScheduling(SQLiteCore):
         self._spawn_followups(conn, [r for r in rows if r["state"] == "dead"], now, touched)
         self._settle(conn, touched, now)
         return sorted(int(r["id"]) for r in rows)
+
+
+UNCAPPED = 1 << 30
+"""A key's room without ``max_running``: more than any claim takes."""
+
+
+def _more(record: sqlite3.Row) -> int:
+    """``DueFront.more`` of a key's new front, from the key's record before it starts."""
+    if record["max_running"] is None:
+        return UNCAPPED
+    return max(0, int(record["max_running"]) - int(record["running"]) - 1)
 
 
 def key_gate(record: sqlite3.Row) -> float:
