@@ -2,6 +2,7 @@
 makes for bench_crawl.py's site, made from one thread, and the CPU they cost per page.
 
     .venv/bin/python bench/profile_store.py                  # 2,000 pages, C=4, SQLite
+    .venv/bin/python bench/profile_store.py --statements     # and each statement's share
     .venv/bin/python bench/profile_store.py -c 16 --ends 8
     .venv/bin/python bench/profile_store.py --store redis://127.0.0.1:6379/9
 
@@ -9,16 +10,19 @@ A crawl's worker, with every slot busy on one host limited to C, hands each page
 to the store with the next claim (``job_complete_claim``): the completion with the
 page's links as children (each with the crawl's seen-set fingerprint and the host's
 limit key) and the page's record, then a claim of as many jobs as ended. This script
-makes those calls, in that order, for the same link graph as bench_crawl.py's site (its
-``FANOUT`` and ``LINKS``), ending ``--ends`` pages a call (2 by default: what a crawl's
-worker ends a call at C=4 on loopback; about 8 at C=16). There is no HTTP, no
-parsing and no asyncio thread, so the figures are the store's alone (and the building
-of the calls' arguments, which a crawl does on its asyncio thread).
+makes those calls, in that order, for a link graph like bench_crawl.py's site's (each
+page links to its ``FANOUT`` tree children and seeded random pages, ``LINKS`` in all),
+ending ``--ends`` pages a call (2 by default: what a crawl's worker ends a call at C=4
+on loopback; about 8 at C=16). There is no HTTP, no parsing and no asyncio thread, so
+the figures are the store's alone (and the building of the calls' arguments, which a
+crawl does on its asyncio thread).
 
-It prints the thread CPU and wall time per page, and on SQLite the statements per page
-by query name. The thread CPU varies from run to run with what else the machine does;
-an instruction count does not. ``--pages`` (N) and 2N under callgrind give the
-instructions per page as their difference over N, start-up and imports left out::
+It prints the thread CPU and wall time per page. With ``--statements`` (SQLite) it also
+prints each statement's calls and CPU per page, by query name, from profile_crawl.py's
+timer, which adds its own cost to the figures above. The thread CPU varies from run to
+run with what else the machine does; an instruction count does not. ``--pages`` (N) and
+2N under callgrind give the instructions per page as their difference over N, start-up
+and imports left out::
 
     for n in 500 1000; do valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
         .venv/bin/python bench/profile_store.py --pages $n 2>&1 | grep Collected; done
@@ -30,31 +34,30 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import random
-import sqlite3
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import bench_crawl  # bench/ is sys.path[0] when this file is run as a script
+import profile_crawl
 
 import crawlq
+from crawlq.crawler.records import page_record, record_text
 from crawlq.crawler.tasks import PAGE_QUEUE, install
 from crawlq.fingerprint import fingerprint
 from crawlq.jobs import Job
 from crawlq.limits import Limits
 from crawlq.stores.base import ClaimParams, Completion
-from crawlq.stores.sqlite.core import Q
 
 ORIGIN = "http://127.0.0.1:8000"
 HOST = "127.0.0.1:8000"
 
 
 def link_graph(n: int, seed: int = 7) -> list[list[int]]:
-    """Each page's links: its ``FANOUT`` tree children, then seeded random pages, as on
-    bench_crawl.py's site (``LINKS`` per page)."""
+    """Each page's links: its ``FANOUT`` tree children, then seeded random pages
+    (``LINKS`` per page)."""
     rng = random.Random(seed)
     graph = []
     for i in range(n):
@@ -65,41 +68,11 @@ def link_graph(n: int, seed: int = 7) -> list[list[int]]:
     return graph
 
 
-def record(url: str, depth: int, referrer: str | None, links: int) -> str:
-    """A page record as the crawler keeps it (the fields of ``page_record``)."""
-    fields = {
-        "url": url, "final_url": url, "status": 200, "content_type": "text/html",
-        "title": f"Page {url}", "depth": depth, "referrer": referrer,
-        "fetched_at": "2026-12-07T12:00:00.000Z", "elapsed_ms": 1, "bytes": 4096,
-        "sha256": "0" * 64, "links_found": links, "error": None,
-    }  # fmt: skip
-    return json.dumps(fields, separators=(",", ":"))
-
-
-def statement_counter() -> collections.Counter[str]:
-    """Every SQLite connection opened from now on counts its statements by query name
-    (a trigger's statements are not counted)."""
-    names = {text: name for name, text in Q.items()}
-    heads = {text[:80]: name for name, text in Q.items()}  # row_batches' texts: same head
-    counts: collections.Counter[str] = collections.Counter()
-    connect = sqlite3.connect
-
-    class CountingConnection(sqlite3.Connection):
-        def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
-            counts[names.get(sql) or heads.get(sql[:80]) or " ".join(sql.split())[:40]] += 1
-            return super().execute(sql, *args)
-
-    def counting_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        return connect(*args, factory=CountingConnection, **kwargs)
-
-    sqlite3.connect = counting_connect  # type: ignore[assignment]
-    return counts
-
-
 def crawl(app: crawlq.App, pages: int, concurrency: int, ends: int) -> int:
     """Crawl the graph's pages through the store calls alone; how many pages ended."""
     graph = link_graph(pages)
     task = install(app)
+    index = {ORIGIN + bench_crawl.page_path(i): i for i in range(pages)}
 
     def url(i: int) -> str:
         return ORIGIN + bench_crawl.page_path(i)
@@ -123,10 +96,10 @@ def crawl(app: crawlq.App, pages: int, concurrency: int, ends: int) -> int:
         completions = []
         for job in ending:
             page, depth, referrer = job.args[0], int(job.args[1]), job.args[2]
-            assert isinstance(page, str)
-            i = int(page.rsplit("/", 1)[1].split(".")[0]) if page != url(0) else 0
-            children = [spec(j, depth + 1, page, info.id) for j in graph[i]]
-            kept = (info.id, fingerprint(page), record(page, depth, referrer, len(children)))
+            assert isinstance(page, str) and (referrer is None or isinstance(referrer, str))
+            children = [spec(j, depth + 1, page, info.id) for j in graph[index[page]]]
+            found = page_record(page, depth=depth, referrer=referrer, links_found=len(children))
+            kept = (info.id, fingerprint(page), record_text(found))
             completions.append(Completion(lease=job.lease, children=children, records=[kept]))
         room = concurrency - len(running)  # the slots free once these pages end
         params = ClaimParams(queues=[PAGE_QUEUE], worker_id="w", limit=room)
@@ -142,14 +115,19 @@ def main() -> None:
     parser.add_argument("-c", "--concurrency", type=int, default=4, help="host limit (4)")
     parser.add_argument("--ends", type=int, default=2, help="pages ended a call (2)")
     parser.add_argument("--store", help="a store URL (default: SQLite in a temp dir)")
+    parser.add_argument(
+        "--statements", action="store_true", help="each SQL statement's calls and CPU"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        counts = statement_counter() if args.store is None else None
+        clocks = profile_crawl.Clocks()
+        if args.statements and args.store is None:
+            profile_crawl.time_statements(clocks)
         app = crawlq.App(args.store or f"sqlite:///{Path(tmp) / 'crawl.db'}")
         try:
             app.store.job_claim(ClaimParams(queues=[PAGE_QUEUE], worker_id="w"))  # migrated
-            if counts is not None:
-                counts.clear()
+            clocks.cpu.clear()
+            clocks.calls.clear()
             cpu, wall = time.thread_time(), time.perf_counter()
             ended = crawl(app, args.pages, args.concurrency, args.ends)
             cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
@@ -157,11 +135,8 @@ def main() -> None:
             app.close()
     per_page = f"thread CPU {cpu / ended * 1e6:,.0f} us, wall {wall / ended * 1e6:,.0f} us"
     print(f"{ended:,} pages, C={args.concurrency}, {args.ends} ended a call: {per_page} a page")
-    if counts:
-        print("\n| statement | per page |\n|---|---:|")
-        for name, n in counts.most_common():
-            if n >= ended / 100:
-                print(f"| {name} | {n / ended:.2f} |")
+    if clocks.calls:
+        print("\n" + clocks.table("SQL statement (execute)", ended, top=25))
 
 
 if __name__ == "__main__":

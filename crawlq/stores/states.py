@@ -67,7 +67,11 @@ def pending_state(paused: object, keyed: object, due: object) -> str:
     return "ready" if due else "scheduled"
 
 
-def claim_order(priority: int, run_at: float, job_id: int) -> tuple[int, float, int]:
+ClaimOrder = tuple[int, float, int]
+"""A job's claim order as a sort key (``claim_order``)."""
+
+
+def claim_order(priority: int, run_at: float, job_id: int) -> ClaimOrder:
     """The claim order as a sort key: priority highest first, then run_at, then id.
 
     The stores read jobs in this order from their claim index (the SQL stores' fragment

@@ -267,7 +267,7 @@ def test_jobs_outside_crawls_and_limit_keys_run_no_extra_statement(tmp_path: Pat
             lambda: jobs.extend(store.job_claim(ClaimParams(queues=["q"], worker_id="w"))),
         )
         expected = ["job_has_due", "BEGIN IMMEDIATE", "job_promote_due"]
-        expected += ["job_claim_candidates", "job_claim_one", "COMMIT"]
+        expected += ["job_claim_candidates", "job_claim_ids_one", "COMMIT"]
         assert [s.splitlines()[0] for s in claim] == [
             Q.get(name, name).splitlines()[0] for name in expected
         ]

@@ -12,12 +12,10 @@ from crawlq.payload import dumps
 from crawlq.stores import states
 from crawlq.stores.base import ClaimParams, Completion, CrawlRecord, Failure, Release
 from crawlq.stores.gate import JobGate
-from crawlq.stores.sqlite.core import Q, row_job, row_request
+from crawlq.stores.sqlite.core import Q, listed, row_job, row_request
 from crawlq.stores.sqlite.scheduling import DueFront, SQLiteScheduling, Touched, lone_keys
+from crawlq.stores.states import ClaimOrder
 from crawlq.types import JobId, Timestamp
-
-Order = tuple[int, float, int]
-"""A job's claim order (``crawlq.stores.states.claim_order``)."""
 
 
 class SQLiteJobs(SQLiteScheduling, JobGate):
@@ -79,7 +77,7 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
     @staticmethod
     def _line(
         conn: sqlite3.Connection, front: DueFront, queues: set[str], room: int, now: float
-    ) -> list[Order]:
+    ) -> list[ClaimOrder]:
         """The claim orders of the jobs that would be ``front``'s key's next fronts in a
         claim of ``room`` jobs from ``queues``: the front, then while the key has room
         (``DueFront.more``) its next waiting jobs that are due and in ``queues``, each due
@@ -100,10 +98,10 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
     @staticmethod
     def _candidates(
         conn: sqlite3.Connection, queues: Sequence[str], limit: int, now: float
-    ) -> list[tuple[int, float, int]]:
+    ) -> list[ClaimOrder]:
         """The claim order of the best ``limit`` due jobs of each of ``queues``, once
         their due scheduled jobs are promoted."""
-        candidates: list[tuple[int, float, int]] = []
+        candidates: list[ClaimOrder] = []
         for queue in dict.fromkeys(queues):
             conn.execute(Q["job_promote_due"], {"queue": queue, "now": now})
             found = conn.execute(
@@ -118,11 +116,7 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
     def _claim_ids(
         conn: sqlite3.Connection, params: ClaimParams, ids: Sequence[JobId], now: float
     ) -> list[Job]:
-        claim = {"worker_id": params.worker_id, "now": now}
-        if len(ids) == 1:
-            rows = conn.execute(Q["job_claim_one"], {**claim, "id": ids[0]}).fetchall()
-        else:
-            rows = conn.execute(Q["job_claim_ids"], {**claim, "ids": dumps(ids)}).fetchall()
+        rows = listed(conn, "job_claim_ids", "ids", ids, worker_id=params.worker_id, now=now)
         return [row_job(r) for r in rows]
 
     def _per_item(self, operation: str, query: str, items: Sequence[dict[str, Any]]) -> list[bool]:
@@ -194,13 +188,7 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         touched = Touched()
         applied: list[bool] = []
         for run in _runs(ends, children):
-            if len(run) == 1 and query == "job_complete":
-                job_id, token, result = ends[run[0]]
-                one = {"id": job_id, "token": token, "result": result, "now": now}
-                rows = conn.execute(Q["job_complete_one"], one).fetchall()
-            else:
-                batch = {"ends": dumps([ends[i] for i in run]), "now": now}
-                rows = conn.execute(Q[query], batch).fetchall()
+            rows = listed(conn, query, "ends", [ends[i] for i in run], now=now)
             touched.note(rows)
             by_id = {r["id"]: r for r in rows}
             kids: list[JobSpec] = []
@@ -304,11 +292,11 @@ End = list[Any]
 """A lease to end as job_complete and job_fail take it: [id, token, ...their values]."""
 
 
-def _rounds(lines: Sequence[Sequence[Order]], room: int) -> list[Order]:
+def _rounds(lines: Sequence[Sequence[ClaimOrder]], room: int) -> list[ClaimOrder]:
     """What claim rounds would take from ``lines`` (each a key's jobs in the order they
     would become its front, or one ready job), up to ``room`` jobs: each round the best
     ``room`` of the lines' first jobs not yet taken."""
-    picked: list[Order] = []
+    picked: list[ClaimOrder] = []
     taken = [0] * len(lines)
     while room > 0:
         heads = sorted((line[taken[i]], i) for i, line in enumerate(lines) if taken[i] < len(line))
@@ -317,7 +305,7 @@ def _rounds(lines: Sequence[Sequence[Order]], room: int) -> list[Order]:
         for order, i in heads[:room]:
             picked.append(order)
             taken[i] += 1
-        room -= len(heads[:room])
+            room -= 1
     return picked
 
 

@@ -151,12 +151,9 @@ UPDATE crawlq_jobs
 WHERE id IN (SELECT value FROM json_each(:ids)) AND {{claimable}}
 RETURNING *;
 
--- name: job_claim_one
--- job_claim_ids for one job (:id). A query named *_one is its sibling's statement for
--- one row, which a claim round, a key's reconcile or an end of leases most often has:
--- the row's values are parameters, not a JSON list, which SQLite reads through a virtual
--- table and a temporary table or index (instructions per statement, by callgrind: a
--- claim of one job 177,000 through the list, 109,000 without).
+-- name: job_claim_ids_one
+-- job_claim_ids for one job (:id). A query named x_one is query x for one row, with the
+-- row's values as parameters (crawlq.stores.sqlite.core.listed says when it is used).
 UPDATE crawlq_jobs
 {{claim}}
 WHERE id = :id AND {{claimable}}
@@ -189,7 +186,7 @@ FROM (SELECT json_extract(value, '$[0]') AS job_id, json_extract(value, '$[1]') 
 {{ends}};
 
 -- name: job_complete_one
--- job_complete for one lease (:id, :token, :result), as job_claim_one.
+-- job_complete for one lease (:id, :token, :result), as job_claim_ids_one.
 UPDATE crawlq_jobs
 SET state = 'done', result = :result, finished_at = :now,
     lease_token = NULL, lease_expires_at = NULL
@@ -530,7 +527,7 @@ UPDATE crawlq_limits
 {{taken_front}};
 
 -- name: limit_take_fronts_one
--- limit_take_fronts for one key (:key), as job_claim_one.
+-- limit_take_fronts for one key (:key), as job_claim_ids_one.
 UPDATE crawlq_limits
 {{take_front}}
   AND key = :key
@@ -554,7 +551,7 @@ WHERE crawlq_jobs.id = f.id AND crawlq_jobs.state = 'waiting'
 {{front_due}};
 
 -- name: limit_fronts_due_one
--- limit_fronts_due for one front (:id, due at :gate), as job_claim_one.
+-- limit_fronts_due for one front (:id, due at :gate), as job_claim_ids_one.
 UPDATE crawlq_jobs
 SET own_run_at = CASE WHEN :gate > run_at THEN run_at END,
     run_at = max(run_at, :gate),

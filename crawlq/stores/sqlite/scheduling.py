@@ -19,7 +19,14 @@ from crawlq.stores import states
 from crawlq.stores.checks import crawl_closed
 from crawlq.stores.codec import limits_from, on_finish_spec, request_params
 from crawlq.stores.conflict import Request, merge
-from crawlq.stores.sqlite.core import SEEN_KNOWN_MAX, Q, SQLiteCore, row_batches, row_request
+from crawlq.stores.sqlite.core import (
+    SEEN_KNOWN_MAX,
+    Q,
+    SQLiteCore,
+    listed,
+    row_batches,
+    row_request,
+)
 from crawlq.types import JobId
 
 
@@ -27,8 +34,7 @@ class DueFront(NamedTuple):
     """A limit key's new front that is due now (``_reconcile``)."""
 
     queue: str
-    order: tuple[int, float, int]
-    """Its claim order."""
+    order: states.ClaimOrder
     key: str
     more: int
     """How many more of the key's jobs may start with it: the key's room under its cap
@@ -392,27 +398,19 @@ class SQLiteScheduling(SQLiteCore):
         names = sorted(set(keys))
         if not names:
             return []
-        if len(names) == 1:
-            taken = conn.execute(Q["limit_take_fronts_one"], {"key": names[0]}).fetchall()
-        else:
-            taken = conn.execute(Q["limit_take_fronts"], {"keys": dumps(names)}).fetchall()
+        taken = listed(conn, "limit_take_fronts", "keys", names)
         fronts = [[row["front"], key_gate(row)] for row in taken]
         if not fronts:
             return []
         keys_of = {row["front"]: (row["key"], _more(row)) for row in taken}
-        if len(fronts) == 1:
-            ((front, gate),) = fronts
-            one = {"id": front, "gate": gate, "now": now}
-            rows = conn.execute(Q["limit_fronts_due_one"], one)
-        else:
-            rows = conn.execute(Q["limit_fronts_due"], {"fronts": dumps(fronts), "now": now})
+        rows = listed(conn, "limit_fronts_due", "fronts", fronts, now=now)
         return [
             DueFront(
                 row["queue"],
                 states.claim_order(row["priority"], row["run_at"], row["id"]),
                 *keys_of[row["id"]],
             )
-            for row in rows.fetchall()
+            for row in rows
             if row["due"]
         ]
 
