@@ -27,15 +27,15 @@ headers (once per origin and extra headers, kept). A direct HTTP/1.1 request goe
 ``crawler.http11.DirectPool`` (requests written from those bytes, responses read by its
 own parser, over asyncio streams), which connects only to the addresses pinned below for
 its (host, port), with the same rules; a proxied request, or any with ``http2=True``,
-goes through httpcore: a small transport of our own (``_PoolTransport``, written against
-the public httpcore API: ``AsyncConnectionPool(network_backend=...)``, no private httpx
-attributes) hands them to an httpcore pool whose network backend is ``_PinnedBackend``.
-Its ``connect_tcp`` ignores DNS entirely: it looks up the (host, port) that httpcore asks
-for in a ``ContextVar`` map that ``fetch`` fills with the addresses ``resolve_checked`` returned
-for that hop, and connects to those IP literals (in resolver order, the next one on a
-connect error). httpcore still uses the URL host for the Host header and as TLS SNI and
-certificate name, so virtual hosting and HTTPS verification work unchanged. Why this is
-robust:
+goes through httpcore: ``crawler.pools`` (imported by the first fetch that needs it)
+hands them to an httpcore pool whose network backend, ``PinnedBackend``, is written
+against the public httpcore API (``AsyncConnectionPool(network_backend=...)``, no private
+httpx attributes). Its ``connect_tcp`` ignores DNS entirely: it looks up the (host, port)
+that httpcore asks for in a ``ContextVar`` map that ``fetch`` fills with the addresses
+``resolve_checked`` returned for that hop, and connects to those IP literals (in
+resolver order, the next one on a connect error). httpcore still uses the URL host for
+the Host header and as TLS SNI and certificate name, so virtual hosting and HTTPS
+verification work unchanged. Why this is robust:
 
 * it fails closed: a (host, port) with no pin in the current context, or a Unix socket,
   is refused with a connect error, so a connection can never fall back to the resolver
@@ -61,18 +61,13 @@ last URL tried when none was).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import http
 import importlib.util
-import socket
 import ssl
 import time
 import urllib.parse
 import zlib
 from collections.abc import (
-    AsyncGenerator,
-    AsyncIterable,
-    AsyncIterator,
     Iterable,
     Iterator,
     Mapping,
@@ -80,10 +75,9 @@ from collections.abc import (
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from types import MappingProxyType, TracebackType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import brotli  # type: ignore[import-untyped]
-import httpcore
 import httpx
 
 from crawlq.crawler.addresses import (
@@ -93,19 +87,14 @@ from crawlq.crawler.addresses import (
     parse_host,
     resolve_checked,
 )
-from crawlq.crawler.http11 import DirectPool, Response, readable, request_head
-from crawlq.crawler.proxies import (
-    Proxy,
-    RestrictedBackend,
-    bypassed,
-    closing_failed_connects,
-    environment_proxies,
-    parse_proxy,
-    proxy_pool,
-)
+from crawlq.crawler.http11 import DirectPool, Response, request_head
+from crawlq.crawler.proxies import Proxy, bypassed, environment_proxies, parse_proxy
 from crawlq.exceptions import AddressRefused, ConfigurationError
 from crawlq.payload import check_count, check_seconds
 from crawlq.version import __version__
+
+if TYPE_CHECKING:
+    from crawlq.crawler.pools import PoolTransport
 
 __all__ = ["DEFAULT_USER_AGENT", "FetchResult", "FetchSettings", "Fetcher"]
 
@@ -276,222 +265,21 @@ class FetchResult:
 # --- pinned connections ------------------------------------------------------------------
 
 
-class _PinnedBackend(RestrictedBackend):
-    """Connects only to the checked addresses pinned for (host, port) in this context."""
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        addresses = _PINS.get().get((host, port))
-        if not addresses:
-            raise httpcore.ConnectError(
-                f"refused: no checked address for {host}:{port} "
-                "(connections are made only through Fetcher.fetch)"
-            )
-        failure: Exception | None = None
-        for address in addresses:
-            try:
-                stream = await self._inner.connect_tcp(
-                    str(address),
-                    port,
-                    timeout=timeout,
-                    local_address=local_address,
-                    socket_options=socket_options,
-                )
-                return _Stream(stream)
-            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
-                failure = exc
-        assert failure is not None
-        raise failure
-
-
-class _Stream(httpcore.AsyncNetworkStream):
-    """A connection of the pinned pool: ``inner`` with its raw socket looked up once.
-    httpcore asks whether each idle connection of the pool is readable (closed by the
-    server) at every request the pool assigns; the backend's stream looks the socket up
-    again through its attributes each time."""
-
-    def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
-        self._inner = inner
-        self._socket: socket.socket | None = inner.get_extra_info("socket")
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return await self._inner.read(max_bytes, timeout)
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        await self._inner.write(buffer, timeout)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        return _Stream(await self._inner.start_tls(ssl_context, server_hostname, timeout))
-
-    def get_extra_info(self, info: str) -> Any:
-        if info == "is_readable":
-            return readable(self._socket)
-        return self._inner.get_extra_info(info)
-
-
-_ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.ProtocolError, httpx.ProtocolError),
-    (httpcore.ProxyError, httpx.ProxyError),
-)
-
-
-@contextlib.contextmanager
-def _httpx_errors() -> Iterator[None]:
-    """Re-raise httpcore errors as the matching httpx errors (most specific first)."""
-    try:
-        yield
-    except Exception as exc:
-        for source, target in _ERRORS:
-            if isinstance(exc, source):
-                raise target(str(exc)) from exc
-        raise
-
-
-class _ResponseStream(httpx.AsyncByteStream):
-    def __init__(self, stream: AsyncIterable[bytes]) -> None:
-        self._stream = stream
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _httpx_errors():
-            async for part in self._stream:
-                yield part
-
-    async def aclose(self) -> None:
-        close = getattr(self._stream, "aclose", None)
-        if close is not None:
-            await close()
-
-
-def _core_request(request: httpx.Request) -> httpcore.Request:
-    return httpcore.Request(
-        method=request.method,
-        url=httpcore.URL(
-            scheme=request.url.raw_scheme,
-            host=request.url.raw_host,
-            port=request.url.port,
-            target=request.url.raw_path,
-        ),
-        headers=request.headers.raw,
-        content=request.stream,
-        extensions=request.extensions,
-    )
-
-
 def _pinned(host: str, port: int) -> tuple[IPAddress, ...]:
     """The checked addresses pinned for (host, port) in this context (none: refused)."""
     return tuple(_PINS.get().get((host, port), ()))
 
 
-class _PoolTransport(httpx.AsyncBaseTransport):
-    """httpx transport over an httpcore pool: the direct one (``_pinned``), whose network
-    backend is ``_PinnedBackend``, or a proxy's (``proxies.proxy_pool``)."""
-
-    def __init__(self, pool: httpcore.AsyncConnectionPool) -> None:
-        self._pool = pool
-
-    @classmethod
-    def pinned(cls, settings: FetchSettings, ssl_context: ssl.SSLContext) -> _PoolTransport:
-        return cls(
-            httpcore.AsyncConnectionPool(
-                ssl_context=ssl_context,
-                max_connections=settings.max_connections,
-                max_keepalive_connections=settings.max_keepalive_connections,
-                keepalive_expiry=5.0,
-                http1=True,
-                http2=settings.http2,
-                network_backend=_PinnedBackend(httpcore.AnyIOBackend()),
-            )
-        )
-
-    @classmethod
-    def through(cls, proxy: Proxy, settings: FetchSettings) -> _PoolTransport:
-        return cls(
-            proxy_pool(
-                proxy,
-                ssl_context=httpx.create_ssl_context(),
-                max_connections=settings.max_connections,
-                max_keepalive_connections=settings.max_keepalive_connections,
-                http2=settings.http2,
-            )
-        )
-
-    async def send(self, request: httpcore.Request) -> httpcore.Response:
-        """Send ``request`` through the pool; httpcore errors raised as httpx's."""
-        with _httpx_errors():
-            async with closing_failed_connects():
-                return await self._pool.handle_async_request(request)
-
-    async def get(self, url: httpx.URL, prepared: _Prepared) -> Response:
-        """GET ``url`` with the prepared headers, the response in ``http11.Response``'s
-        shape (the body's httpcore errors raised as httpx's)."""
-        request = httpcore.Request(
-            method=b"GET",
-            url=httpcore.URL(
-                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
-            ),
-            headers=prepared.raw,
-            extensions=prepared.extensions,
-        )
-        response = await self.send(request)
-        assert isinstance(response.stream, AsyncIterable)
-        stream: AsyncIterable[bytes] = response.stream
-
-        async def body() -> AsyncGenerator[bytes, None]:
-            with _httpx_errors():
-                async for part in stream:
-                    yield part
-
-        async def close() -> None:
-            with _httpx_errors():
-                await response.aclose()
-
-        return Response(
-            response.status,
-            response.extensions.get("reason_phrase", b""),
-            response.extensions.get("http_version", b"HTTP/1.1"),
-            response.headers,
-            body(),
-            close,
-        )
+class _Unconnected(httpx.AsyncBaseTransport):
+    """The fetcher's httpx client's transport: the client builds request headers and
+    never connects (``Fetcher.fetch`` sends through the pools, to pinned addresses)."""
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await self.send(_core_request(request))
-        assert isinstance(response.stream, AsyncIterable)
-        return httpx.Response(
-            status_code=response.status,
-            headers=response.headers,
-            stream=_ResponseStream(response.stream),
-            extensions=response.extensions,
+        raise httpx.ConnectError(
+            f"refused: no checked address for {request.url.host}:{request.url.port} "
+            "(connections are made only through Fetcher.fetch)",
+            request=request,
         )
-
-    async def aclose(self) -> None:
-        await self._pool.aclose()
 
 
 # --- bounded decoding --------------------------------------------------------------------
@@ -591,7 +379,7 @@ class _State:
 
 
 @dataclass(frozen=True)
-class _Prepared:
+class Prepared:
     """A request's headers as the client builds them: raw, as the direct pool writes
     them (``http11.request_head``), the request's extensions (timeouts), and as shown in
     results (without credentials)."""
@@ -657,14 +445,15 @@ class Fetcher:
     def __init__(self, settings: FetchSettings | None = None) -> None:
         self.settings = settings or FetchSettings()
         encodings = "gzip, deflate, br" if _BROTLI_BOUNDED else "gzip, deflate"
-        tls = httpx.create_ssl_context()  # loads the CA certificates: once per fetcher
-        self._transport = _PoolTransport.pinned(self.settings, tls)
+        self._tls: ssl.SSLContext | None = None  # made by the first TLS connection
         # Direct HTTP/1.1 requests skip httpcore (crawler.http11): fewer layers per page.
+        # HTTP/2 and proxies go through httpcore's pools (crawler.pools), made when needed.
         self._direct: DirectPool | None = None
+        self._pinned_pool: PoolTransport | None = None
         if not self.settings.http2:
             self._direct = DirectPool(
                 addresses=_pinned,
-                ssl_context=tls,
+                ssl_context=self._tls_context,
                 max_connections=self.settings.max_connections,
                 max_keepalive=self.settings.max_keepalive_connections,
                 connect_timeout=self.settings.connect_timeout,
@@ -674,13 +463,14 @@ class Fetcher:
         self._no_proxy = ""
         if self.settings.proxy_from_env:
             self._env_proxies, self._no_proxy = environment_proxies()
-        self._proxied: dict[Proxy, _PoolTransport] = {}
+        self._proxied: dict[Proxy, PoolTransport] = {}
         self._literals: dict[tuple[str, int], tuple[IPAddress, ...] | str] = {}
         self._requests: dict[
-            tuple[bytes, bytes, int | None, tuple[tuple[str, str], ...]], _Prepared
+            tuple[bytes, bytes, int | None, tuple[tuple[str, str], ...]], Prepared
         ] = {}
+        # The client builds the requests' headers (``_prepared``) and sends nothing.
         self._client = httpx.AsyncClient(
-            transport=self._transport,
+            transport=_Unconnected(),
             follow_redirects=False,
             trust_env=False,
             timeout=httpx.Timeout(self.settings.deadline, connect=self.settings.connect_timeout),
@@ -712,21 +502,39 @@ class Fetcher:
     async def _close_pools(self) -> None:
         if self._direct is not None:
             await self._direct.aclose()
-        proxied, self._proxied = list(self._proxied.values()), {}
-        for transport in proxied:
+        pools = [*self._proxied.values(), *filter(None, [self._pinned_pool])]
+        self._proxied, self._pinned_pool = {}, None
+        for transport in pools:
             await transport.aclose()
 
-    def _route(self, url: httpx.URL) -> tuple[DirectPool | _PoolTransport, Proxy | None]:
+    def _tls_context(self) -> ssl.SSLContext:
+        """The fetcher's TLS context, made on first use: loading the CA certificates
+        costs tens of milliseconds, which a crawl of http:// pages never pays."""
+        if self._tls is None:
+            self._tls = httpx.create_ssl_context()
+        return self._tls
+
+    def _route(self, url: httpx.URL) -> tuple[DirectPool | PoolTransport, Proxy | None]:
         """The transport for ``url``: through its proxy, if it has one, else direct."""
         proxy = self._proxy
         if proxy is None and self._env_proxies:
             if not bypassed(url.host, self._no_proxy):
                 proxy = self._env_proxies.get(url.scheme) or self._env_proxies.get("all")
         if proxy is None:
-            return self._direct or self._transport, None
+            if self._direct is not None:
+                return self._direct, None
+            if self._pinned_pool is None:
+                from crawlq.crawler.pools import PoolTransport
+
+                tls = self._tls_context()
+                self._pinned_pool = PoolTransport.pinned(self.settings, tls, _pinned)
+            return self._pinned_pool, None
         transport = self._proxied.get(proxy)
         if transport is None:
-            transport = self._proxied[proxy] = _PoolTransport.through(proxy, self.settings)
+            from crawlq.crawler.pools import PoolTransport
+
+            transport = PoolTransport.through(proxy, self.settings, self._tls_context())
+            self._proxied[proxy] = transport
         return transport, proxy
 
     async def fetch(
@@ -863,7 +671,7 @@ class Fetcher:
             current = target
 
     async def _request(
-        self, transport: DirectPool | _PoolTransport, url: httpx.URL, state: _State
+        self, transport: DirectPool | PoolTransport, url: httpx.URL, state: _State
     ) -> str | None:
         """Send one GET; read the body into ``state``; the Location to follow, if any.
         The request's headers are the client's (``build_request``: its headers, in its
@@ -902,7 +710,7 @@ class Fetcher:
 
     def _prepared(
         self, url: httpx.URL, extra: tuple[tuple[str, str], ...], *, secret: bool
-    ) -> _Prepared:
+    ) -> Prepared:
         """The request headers for ``url``'s origin with ``extra``, as the client builds
         them (kept for the last ``_PREPARED`` origins and extras)."""
         key = (url.raw_scheme, url.raw_host, url.port, extra)
@@ -916,7 +724,7 @@ class Fetcher:
                 if name.lower() not in secrets
             )
             raw = list(request.headers.raw)
-            prepared = _Prepared(raw, request_head(raw), dict(request.extensions), shown)
+            prepared = Prepared(raw, request_head(raw), dict(request.extensions), shown)
             if len(self._requests) >= _PREPARED:
                 self._requests.clear()
             self._requests[key] = prepared

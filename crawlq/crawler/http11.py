@@ -389,7 +389,7 @@ class DirectPool:
         self,
         *,
         addresses: Addresses,
-        ssl_context: ssl.SSLContext,
+        ssl_context: Callable[[], ssl.SSLContext],
         max_connections: int,
         max_keepalive: int,
         connect_timeout: float,
@@ -500,7 +500,7 @@ class DirectPool:
                 f"refused: no checked address for {host}:{port} "
                 "(connections are made only through Fetcher.fetch)"
             )
-        tls = self._ssl if scheme == b"https" else None
+        tls = self._ssl() if scheme == b"https" else None
         failure: httpx.TransportError | None = None
         for address in addresses:
             try:

@@ -25,9 +25,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from warcio.statusandheaders import StatusAndHeaders  # type: ignore[import-untyped]
-from warcio.warcwriter import WARCWriter  # type: ignore[import-untyped]
-
 from crawlq.crawler.fetch import FetchResult
 from crawlq.exceptions import ConfigurationError
 from crawlq.version import __version__
@@ -150,6 +147,11 @@ class WarcFile:
             self._stream: IO[bytes] = open(path, "ab")
         except OSError as exc:
             raise ConfigurationError(f"cannot write the WARC file {path!r}: {exc}") from None
+        # warcio is imported by the first WARC file: a crawl without --warc never loads it.
+        from warcio.statusandheaders import StatusAndHeaders  # type: ignore[import-untyped]
+        from warcio.warcwriter import WARCWriter  # type: ignore[import-untyped]
+
+        self._status_and_headers: Any = StatusAndHeaders
         self._writer: Any = WARCWriter(self._stream, gzip=True, warc_version="1.1")
         fields = {"software": f"crawlq/{__version__} (warcio)", "hostname": socket.gethostname()}
         fields.update({k: v for k, v in (info or {}).items() if v})
@@ -179,7 +181,7 @@ class WarcFile:
         headers = [(k, v) for k, v in result.headers.items() if k not in _DROPPED]
         headers.append(("content-length", str(len(result.body))))
         status = f"{result.status} {result.reason}".rstrip()
-        http_headers = StatusAndHeaders(status, headers, protocol=result.http_version)
+        http_headers = self._status_and_headers(status, headers, protocol=result.http_version)
         response = self._writer.create_warc_record(
             result.final_url,
             kind,
@@ -196,7 +198,7 @@ class WarcFile:
             "request",
             payload=io.BytesIO(b""),
             length=0,
-            http_headers=StatusAndHeaders(
+            http_headers=self._status_and_headers(
                 request_line, list(result.request_headers), is_http_request=True
             ),
             warc_headers_dict=dict(link),

@@ -1,4 +1,5 @@
-"""Proxies for the fetcher: which proxy a URL goes through, and its connection pool.
+"""Proxies for the fetcher: which proxy a URL goes through (its connection pool is
+``crawler.pools.proxy_pool``).
 
 A proxy is ``http://``, ``https://`` (TLS to the proxy), ``socks5://`` or ``socks5h://``
 (the same here: the proxy resolves the target's name), with optional ``user:password@``
@@ -21,28 +22,14 @@ Credentials never leave this module: the pool gets them apart from the URL, and
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
-import ssl
 import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator, Iterable
-from contextvars import ContextVar
 from dataclasses import dataclass
-
-import httpcore
 
 from crawlq.exceptions import ConfigurationError
 
-__all__ = [
-    "Proxy",
-    "RestrictedBackend",
-    "bypassed",
-    "closing_failed_connects",
-    "environment_proxies",
-    "parse_proxy",
-    "proxy_pool",
-]
+__all__ = ["Proxy", "bypassed", "environment_proxies", "parse_proxy"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443, "socks5": 1080, "socks5h": 1080}
 
@@ -126,100 +113,3 @@ def bypassed(host: str, no_proxy: str) -> bool:
         if text and (name == text or name.endswith("." + text)):
             return True
     return False
-
-
-_OPENED: ContextVar[list[httpcore.AsyncNetworkStream] | None] = ContextVar(
-    "crawlq_proxy_streams", default=None
-)
-
-
-@contextlib.asynccontextmanager
-async def closing_failed_connects() -> AsyncIterator[None]:
-    """Close the proxy connections opened inside the block when it raises: httpcore
-    1.0's SOCKS5 connection leaves its socket open when the proxy refuses the
-    handshake (bad credentials, unreachable target)."""
-    opened: list[httpcore.AsyncNetworkStream] = []
-    token = _OPENED.set(opened)
-    try:
-        yield
-    except BaseException:
-        for stream in opened:
-            with contextlib.suppress(Exception):
-                await stream.aclose()
-        raise
-    finally:
-        _OPENED.reset(token)
-
-
-class RestrictedBackend(httpcore.AsyncNetworkBackend):
-    """A network backend over ``inner`` that never uses Unix sockets; subclasses decide
-    which TCP connections it makes (``connect_tcp``)."""
-
-    def __init__(self, inner: httpcore.AsyncNetworkBackend) -> None:
-        self._inner = inner
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        raise httpcore.ConnectError("refused: the fetcher does not use Unix sockets")
-
-    async def sleep(self, seconds: float) -> None:
-        await self._inner.sleep(seconds)
-
-
-class _OnlyTo(RestrictedBackend):
-    """A network backend that connects to one (host, port), the proxy, and refuses the
-    rest: a proxied pool never opens a connection of its own to a target."""
-
-    def __init__(self, inner: httpcore.AsyncNetworkBackend, host: str, port: int) -> None:
-        super().__init__(inner)
-        self._host, self._port = host, port
-
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        if (host.strip("[]").lower(), port) != (self._host.lower(), self._port):
-            raise httpcore.ConnectError("refused: a proxied pool connects only to its proxy")
-        stream = await self._inner.connect_tcp(
-            host, port, timeout=timeout, local_address=local_address, socket_options=socket_options
-        )
-        opened = _OPENED.get()
-        if opened is not None:
-            opened.append(stream)
-        return stream
-
-
-def proxy_pool(
-    proxy: Proxy,
-    *,
-    ssl_context: ssl.SSLContext,
-    max_connections: int,
-    max_keepalive_connections: int,
-    http2: bool,
-) -> httpcore.AsyncConnectionPool:
-    """The httpcore pool that sends requests through ``proxy`` (HTTP forwarding for http
-    targets, CONNECT for https ones; SOCKS5 for both)."""
-    host = f"[{proxy.host}]" if ":" in proxy.host else proxy.host
-    scheme = "socks5" if proxy.scheme.startswith("socks") else proxy.scheme
-    url = f"{scheme}://{host}:{proxy.port}"
-    backend = _OnlyTo(httpcore.AnyIOBackend(), proxy.host, proxy.port)
-    common = {
-        "ssl_context": ssl_context,
-        "max_connections": max_connections,
-        "max_keepalive_connections": max_keepalive_connections,
-        "keepalive_expiry": 5.0,
-        "http1": True,
-        "http2": http2,
-        "network_backend": backend,
-    }
-    if scheme == "socks5":
-        return httpcore.AsyncSOCKSProxy(proxy_url=url, proxy_auth=proxy.auth, **common)  # type: ignore[arg-type]
-    return httpcore.AsyncHTTPProxy(proxy_url=url, proxy_auth=proxy.auth, **common)  # type: ignore[arg-type]

@@ -43,6 +43,9 @@ NOT_FOR_PLAIN_JOBS = (
     "crawlq.cli.web",
 )
 
+ONLY_FOR_POOLS = ("httpcore", "h11", "anyio", "crawlq.crawler.pools")
+"""What a crawl loads only when a fetch goes through a proxy or over HTTP/2."""
+
 NOT_WITHOUT_SCHEDULES = ("cronsim", "zoneinfo")
 """What only a periodic schedule needs (crawlq.periodic imports them when one is made);
 psycopg imports zoneinfo itself, so a PostgreSQL worker has it anyway."""
@@ -98,6 +101,10 @@ def test_a_worker_started_while_a_crawl_runs_imports_the_page_task_at_once(
         loaded = modules_loaded(procs, app, runtime)
         assert "crawlq.crawler.pages" in loaded
         assert "httpx" in loaded
+        # httpcore's pools are for HTTP/2 and proxies (crawler.pools): imported by the
+        # first fetch that needs one, not by a crawl of HTTP/1.1 pages.
+        assert [name for name in ONLY_FOR_POOLS if name in loaded] == []
+        assert "warcio" not in loaded  # imported by the first WARC file (--warc)
     finally:
         app.close()
 

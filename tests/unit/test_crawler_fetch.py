@@ -14,7 +14,10 @@ import gzip
 import http.server
 import importlib.util
 import json
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 import tracemalloc
@@ -499,6 +502,52 @@ def test_client_cannot_connect_outside_fetch(server: Server) -> None:
 
     with pytest.raises(httpx.ConnectError, match="no checked address"):
         run(direct())
+
+
+@pytest.fixture
+def tls_server(tmp_path: Any) -> Iterator[int]:
+    """A TLS server on 127.0.0.1 with a self-signed certificate (``openssl``), which
+    answers every request with ``PAGE``: its port."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not found: it makes the test's self-signed certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield httpd.server_address[1]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def test_https_verifies_certificates_with_a_context_made_on_first_use(
+    server: Server, tls_server: int
+) -> None:
+    """A fetcher loads the CA certificates at its first https connection, not before
+    (a crawl of http:// pages never pays for them), and checks the server's
+    certificate with them: a self-signed one is refused."""
+
+    async def both() -> tuple[FetchResult, bool, FetchResult, bool]:
+        async with Fetcher(FetchSettings(policy=OPEN)) as fetcher:
+            plain = await fetcher.fetch(server.url("/page"))
+            before = fetcher._tls is not None
+            secure = await fetcher.fetch(f"https://127.0.0.1:{tls_server}/page")
+            return plain, before, secure, fetcher._tls is not None
+
+    plain, made_before, secure, made_after = run(both())
+    assert plain.status == 200 and not made_before
+    assert made_after
+    assert secure.status is None
+    assert secure.error is not None and "CERTIFICATE_VERIFY_FAILED" in secure.error
 
 
 # --- redirects ---------------------------------------------------------------------------
