@@ -1,11 +1,14 @@
 """The SQLite claim takes a limit key's next jobs with its front (``SQLiteJobs._line``):
-the same jobs, with the same rows left behind, as claim rounds of one front a key each.
+the same jobs, with the same rows left behind, as claim rounds of one front a key each;
+and so does a claim after completions in the same transaction, which starts from the
+fronts that they made due.
 
 The rounds are the same store with each key's line cut to its front, so that a key's
 next job is claimed only once a round has made it the key's front. Two stores get the
 same random calls: jobs with or without a limit key in two queues, limits, blocks,
-claims, completions and the clock. After each claim both returned the same jobs and no
-key is over its cap; at the end both files hold the same jobs and keys.
+claims, completions (alone, or with a claim after them) and the clock. After each claim
+both returned the same jobs and no key is over its cap; at the end both files hold the
+same jobs and keys.
 """
 
 from __future__ import annotations
@@ -123,11 +126,28 @@ def test_a_claim_takes_what_rounds_of_one_front_a_key_would(tmp_path: Path, seed
                 assert over_cap(tmp_path / "lines.db", claimed) == []
                 running += claimed
             elif op < 0.93 and running:
-                job = running.pop(rng.randrange(len(running)))
-                twin = rounds.job_get(job.id)  # the same job, with its own lease token
-                assert twin is not None
-                ended = lines.job_complete([Completion(lease=job.lease)], now=now)
-                assert ended == rounds.job_complete([Completion(lease=twin.lease)], now=now)
+                ending = [running.pop(rng.randrange(len(running)))]
+                if running and rng.random() < 0.5:
+                    ending.append(running.pop(rng.randrange(len(running))))
+                twins = [rounds.job_get(job.id) for job in ending]  # with their own tokens
+                done = [Completion(lease=job.lease) for job in ending]
+                twin_done = [Completion(lease=twin.lease) for twin in twins if twin is not None]
+                if rng.random() < 0.5:  # then a claim in the same transaction (a worker's)
+                    params = ClaimParams(
+                        queues=rng.choice((["q1"], ["q1", "q2"])),
+                        worker_id="w",
+                        limit=rng.randint(1, 8),
+                        now=now,
+                    )
+                    ended, claimed = lines.job_complete_claim(done, params)
+                    call = functools.partial(rounds.job_complete_claim, twin_done, params)
+                    twin_ended, twin_claimed = in_rounds(call)
+                    assert (ended, seen(claimed)) == (twin_ended, seen(twin_claimed))
+                    assert over_cap(tmp_path / "lines.db", claimed) == []
+                    running += claimed
+                else:
+                    ended = lines.job_complete(done, now=now)
+                    assert ended == rounds.job_complete(twin_done, now=now)
             else:
                 now += rng.choice((0.5, 2.0, 5.0))
         assert rows(tmp_path / "lines.db") == rows(tmp_path / "rounds.db")

@@ -46,7 +46,13 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
             conn.execute(Q["job_has_due"], {"queue": q, "now": now}).fetchone()[0] for q in queues
         )
 
-    def _claim(self, conn: sqlite3.Connection, params: ClaimParams, now: float) -> list[Job]:
+    def _claim(
+        self,
+        conn: sqlite3.Connection,
+        params: ClaimParams,
+        now: float,
+        fronts: Sequence[DueFront] = (),
+    ) -> list[Job]:
         """Claim rounds. The first claims the best due jobs of the claim index. A round
         that claimed a limit key's front reconciles its key, and while room remains the
         next claims the fronts that made due now, in the claimed queues: a round claims
@@ -56,10 +62,19 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         A key's next front is its best waiting job once the one before has started. For a
         key with no gate and room under its cap, the jobs that would be its next fronts in
         this call (``_line``) are claimed in the same statement as its front: the jobs
-        that rounds of one front a key each would take (``_rounds``), in one statement."""
+        that rounds of one front a key each would take (``_rounds``), in one statement.
+        So are those of ``fronts``, the fronts that the same transaction made due before
+        the claim (``_end``), when the index finds them among the best due jobs."""
         jobs: list[Job] = []
         queues = set(params.queues)
-        lines = [[order] for order in self._candidates(conn, params.queues, params.limit, now)]
+        candidates = self._candidates(conn, params.queues, params.limit, now)
+        known = {front.order[2]: front for front in fronts}
+        lines = [
+            self._line(conn, known[order[2]], queues, params.limit, now)
+            if order[2] in known
+            else [order]
+            for order in candidates
+        ]
         while lines:
             picked = _rounds(lines, params.limit - len(jobs))
             claimed = self._claim_ids(conn, params, [order[2] for order in picked], now)
@@ -161,7 +176,7 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         """``_end`` in a write transaction of its own."""
 
         def work(conn: sqlite3.Connection) -> list[bool]:
-            return self._end(conn, query, ends, now, children, records)
+            return self._end(conn, query, ends, now, children, records)[0]
 
         return self._write(operation, work) if ends else []
 
@@ -173,11 +188,12 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         now: float,
         children: Sequence[Sequence[JobSpec]] = (),
         records: Sequence[Sequence[CrawlRecord]] = (),
-    ) -> list[bool]:
+    ) -> tuple[list[bool], list[DueFront]]:
         """End leases (``query``, job_complete or job_fail, takes one ``End`` per lease),
         then spawn the remembered requests of the jobs that ended and schedule the
         children of each completion applied (dropped when their crawl is closed), keep
-        the records of those applied, then settle keys and crawls.
+        the records of those applied, then settle keys and crawls: whether each lease
+        was applied, and the keys' new fronts due now (``_settle``).
 
         One statement ends each run of leases (``_runs``), and one ``_schedule_all`` call
         schedules the children of the run's applied completions, in order: a lease with
@@ -205,8 +221,7 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
                 self._schedule_all(conn, kids, now, touched, drop_closed=True)
         if records:
             self._keep_records(conn, records, applied, touched.open_crawls)
-        self._settle(conn, touched, now)
-        return applied
+        return applied, self._settle(conn, touched, now)
 
     def _job_complete(self, completions: Sequence[Completion], now: Timestamp | None) -> list[bool]:
         t = self._now(now)
@@ -225,8 +240,8 @@ class SQLiteJobs(SQLiteScheduling, JobGate):
         records = _records(completions)
 
         def work(conn: sqlite3.Connection) -> tuple[list[bool], list[Job]]:
-            applied = self._end(conn, "job_complete", items, t, kids, records)
-            return applied, self._claim(conn, params, t)
+            applied, due = self._end(conn, "job_complete", items, t, kids, records)
+            return applied, self._claim(conn, params, t, due)
 
         return self._write("completing and claiming jobs", work)
 

@@ -419,15 +419,18 @@ class SQLiteScheduling(SQLiteCore):
         conn.execute(Q["limit_demote_front"], {"key": key})
         self._reconcile(conn, [key], now)
 
-    def _settle(self, conn: sqlite3.Connection, touched: Touched, now: float) -> None:
+    def _settle(self, conn: sqlite3.Connection, touched: Touched, now: float) -> list[DueFront]:
         """End of a write: reconcile the touched keys, then finish each touched crawl with
-        nothing outstanding, scheduling its ``on_finish`` in this transaction."""
+        nothing outstanding, scheduling its ``on_finish`` in this transaction. Returns
+        the new fronts due now (a claim in the same transaction starts from them)."""
+        due: list[DueFront] = []
         while touched.keys or touched.crawls:
             keys, touched.keys = touched.keys, set()
-            self._reconcile(conn, keys, now)
+            due += self._reconcile(conn, keys, now)
             crawls, touched.crawls = sorted(touched.crawls), set()
             for crawl_id in crawls:
                 self._crawl_finish(conn, crawl_id, now, touched)
+        return due
 
     def _crawl_finish(
         self, conn: sqlite3.Connection, crawl_id: int, now: float, touched: Touched
