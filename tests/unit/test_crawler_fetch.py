@@ -37,6 +37,7 @@ from crawlq.crawler.addresses import AddressPolicy
 from crawlq.crawler.fetch import DEFAULT_USER_AGENT, Fetcher, FetchResult, FetchSettings
 from crawlq.exceptions import ConfigurationError
 from tests.crawlsite import gzip_bomb
+from tests.servers import unavailable
 
 T = TypeVar("T")
 OPEN = AddressPolicy(allow_private=True)
@@ -508,8 +509,8 @@ def test_client_cannot_connect_outside_fetch(server: Server) -> None:
 def tls_server(tmp_path: Any) -> Iterator[int]:
     """A TLS server on 127.0.0.1 with a self-signed certificate (``openssl``), which
     answers every request with ``PAGE``: its port."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl not found: it makes the test's self-signed certificate")
+    if shutil.which("openssl") is None:  # it makes the test's self-signed certificate
+        unavailable("openssl", "apt-get install openssl")
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
