@@ -87,7 +87,7 @@ from crawlq.crawler.addresses import (
     parse_host,
     resolve_checked,
 )
-from crawlq.crawler.http11 import DirectPool, Response, request_head
+from crawlq.crawler.http11 import DirectPool, Response, request_head, unpinned
 from crawlq.crawler.proxies import Proxy, bypassed, environment_proxies, parse_proxy
 from crawlq.exceptions import AddressRefused, ConfigurationError
 from crawlq.payload import check_count, check_seconds
@@ -275,11 +275,7 @@ class _Unconnected(httpx.AsyncBaseTransport):
     never connects (``Fetcher.fetch`` sends through the pools, to pinned addresses)."""
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        raise httpx.ConnectError(
-            f"refused: no checked address for {request.url.host}:{request.url.port} "
-            "(connections are made only through Fetcher.fetch)",
-            request=request,
-        )
+        raise httpx.ConnectError(unpinned(request.url.host, request.url.port), request=request)
 
 
 # --- bounded decoding --------------------------------------------------------------------
@@ -520,19 +516,17 @@ class Fetcher:
         if proxy is None and self._env_proxies:
             if not bypassed(url.host, self._no_proxy):
                 proxy = self._env_proxies.get(url.scheme) or self._env_proxies.get("all")
-        if proxy is None:
-            if self._direct is not None:
-                return self._direct, None
-            if self._pinned_pool is None:
-                from crawlq.crawler.pools import PoolTransport
+        if proxy is None and self._direct is not None:
+            return self._direct, None
+        from crawlq.crawler.pools import PoolTransport  # HTTP/2 and proxies only
 
+        if proxy is None:
+            if self._pinned_pool is None:
                 tls = self._tls_context()
                 self._pinned_pool = PoolTransport.pinned(self.settings, tls, _pinned)
             return self._pinned_pool, None
         transport = self._proxied.get(proxy)
         if transport is None:
-            from crawlq.crawler.pools import PoolTransport
-
             transport = PoolTransport.through(proxy, self.settings, self._tls_context())
             self._proxied[proxy] = transport
         return transport, proxy

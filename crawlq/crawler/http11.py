@@ -95,6 +95,15 @@ async def open_stream(
     )
 
 
+def unpinned(host: str, port: int | None) -> str:
+    """Why a connection to ``host``:``port`` is refused: no checked address is pinned for
+    it in this context (the direct pool, the httpcore pools and the fetcher's client)."""
+    return (
+        f"refused: no checked address for {host}:{port} "
+        "(connections are made only through Fetcher.fetch)"
+    )
+
+
 def readable(sock: socket.socket | None) -> bool:
     """Whether ``sock`` has data or EOF waiting (or is gone): an idle keep-alive
     connection that is readable was closed by the server (or broke the protocol). The
@@ -496,10 +505,7 @@ class DirectPool:
         host = raw_host.decode("ascii")
         addresses = self._addresses(host, port)
         if not addresses:
-            raise httpx.ConnectError(
-                f"refused: no checked address for {host}:{port} "
-                "(connections are made only through Fetcher.fetch)"
-            )
+            raise httpx.ConnectError(unpinned(host, port))
         tls = self._ssl() if scheme == b"https" else None
         failure: httpx.TransportError | None = None
         for address in addresses:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import httpcore
 import httpx
 
-from crawlq.crawler.http11 import Addresses, Response, readable
+from crawlq.crawler.http11 import Addresses, Response, readable, unpinned
 
 if TYPE_CHECKING:
     from crawlq.crawler.fetch import FetchSettings, Prepared
@@ -78,10 +78,7 @@ class PinnedBackend(RestrictedBackend):
     ) -> httpcore.AsyncNetworkStream:
         addresses = self._addresses(host, port)
         if not addresses:
-            raise httpcore.ConnectError(
-                f"refused: no checked address for {host}:{port} "
-                "(connections are made only through Fetcher.fetch)"
-            )
+            raise httpcore.ConnectError(unpinned(host, port))
         failure: Exception | None = None
         for address in addresses:
             try:
