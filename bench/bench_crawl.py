@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import bench_sqlite as bs  # the QuietGate and machine facts all benchmarks share
+import bytecode
 
 REPO = Path(__file__).resolve().parent.parent
 DOC = REPO / "docs" / "benchmarks.md"
@@ -589,14 +590,6 @@ class Bench:
         )
 
 
-COMPILE_CODE = (
-    "import compileall, os, crawlq; "
-    "print('compiled' if compileall.compile_dir(os.path.dirname(crawlq.__file__), quiet=1) "
-    "else 'failed')"
-)
-"""Byte-compiles the crawlq that the bench runs, as ``pip install`` does for a wheel."""
-
-
 def crawlq_available() -> str:
     """Empty when ``crawlq crawl`` takes the agreed options, else why not."""
     try:
@@ -611,9 +604,7 @@ def crawlq_available() -> str:
         return str(exc)
     if out.returncode != 0:
         return (out.stderr.strip().splitlines() or ["no output"])[-1]
-    python = str(REPO / ".venv" / "bin" / "python")
-    compiled = first_line([python, "-c", COMPILE_CODE], crawlq_env())
-    if compiled != "compiled":
+    if not bytecode.compile_crawlq(str(REPO / ".venv" / "bin" / "python"), crawlq_env()):
         return "its modules could not be byte-compiled"
     wanted = ("--store", "--allow-private", "--concurrency", "--host-concurrency", "--delay")
     missing = [o for o in (*wanted, "--output", "--no-progress") if o not in out.stdout]

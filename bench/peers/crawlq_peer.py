@@ -4,7 +4,9 @@ fan-out and deep queue use the task module below, through the peer interface.
 
 CONFIG: one ``python -m crawlq worker --app benchtasks:app --store URL --concurrency 8``
 process (thread runtime, crawlq's defaults otherwise: ``--prefetch auto``; ``--burst`` for
-the drain), the worker every other crawlq benchmark uses. The fan-out, whose jobs are
+the drain), the worker every other crawlq benchmark uses. crawlq's modules are
+byte-compiled before the run (bench/bytecode.py), as ``pip install`` does and as the peers'
+installs did. The fan-out, whose jobs are
 simulated fetches, runs as docs/workers.md recommends for fetches: an ``async def`` task
 on ``--runtime asyncio --concurrency 100`` (100 fetches in flight; the peers run their
 documented defaults, 2 to 16 in flight). Bulk: ``app.schedule_many`` of 500 specs per call.

@@ -48,6 +48,7 @@ for _p in (str(REPO), str(PEERS_DIR.parent), str(PEERS_DIR)):
 
 import bench_sqlite as bs  # noqa: E402
 import bench_stores  # noqa: E402
+import bytecode  # noqa: E402
 import common  # noqa: E402
 
 # name: (module, class, distribution on PyPI)
@@ -257,6 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             notes.append(f"{p}: left out: {got}")
         else:
             loaded[p] = got
+    crawlq_runs = bool({"crawlq", "crawlq+crawl"} & loaded.keys())
+    if crawlq_runs and not bytecode.compile_crawlq(sys.executable):  # as pip install does
+        print("crawlq's modules could not be byte-compiled", file=sys.stderr)
+        return 1
     pairs = [
         (p, s) for p in loaded for s in STORES if s in loaded[p][1].STORES and s in store_filter
     ]

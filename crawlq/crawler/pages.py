@@ -388,7 +388,7 @@ async def crawl_page(
         await give_up(record, result.error)
     if links and result.redirects and not await _owns_target(ctx, crawl_id, url, result):
         links = []  # another page job of the crawl fetches the redirect's target itself
-    admitted = _admitted(config, links, depth + 1, url)
+    admitted = _admitted(app, crawl_id, config, links, depth + 1, url)
     if cap is not None:  # only links new to the crawl, as many as it has room for
         admitted = iter(await _unseen(app, crawl_id, admitted, await cap.room()))
     _follow(ctx, admitted, depth + 1, url)
@@ -471,7 +471,7 @@ async def _sitemap(
     for entry in found.sitemaps if level < MAX_LEVEL else ():
         with contextlib.suppress(ValueError):
             sitemaps.append((entry.url, limit_key(entry.url), fingerprint(entry.url)))
-    pages = _admitted(config, [e.url for e in found.pages], 0, url)
+    pages = _admitted(ctx.app, crawl_id, config, [e.url for e in found.pages], 0, url)
     if cap is not None:  # pages first; sitemaps take at most half the room
         room = await cap.room()
         picked = await _unseen(ctx.app, crawl_id, pages, room)
@@ -486,10 +486,15 @@ Admitted = tuple[str, str, bytes]
 """A link a page follows: (URL, limit key, fingerprint)."""
 
 
-def _admitted(config: CrawlConfig, links: list[str], depth: int, page: str) -> Iterator[Admitted]:
+def _admitted(
+    app: App, crawl_id: int, config: CrawlConfig, links: list[str], depth: int, page: str
+) -> Iterator[Admitted]:
     """The links the scope admits at ``depth``, in page order, each once, without the
-    page itself (lazily: a page with 150,000 links may need only its first few)."""
+    page itself and those this process knows the crawl has seen (``Store.seen_known``:
+    the store would drop them), lazily (a page with 150,000 links may need only its
+    first few)."""
     scope = config.scope_rules
+    known = app.store.seen_known
     taken = {fingerprint(page)}
     for link in links:
         if not scope.admits(link, depth):
@@ -499,7 +504,7 @@ def _admitted(config: CrawlConfig, links: list[str], depth: int, page: str) -> I
         except ValueError:
             continue
         fp = fingerprint(link)
-        if fp in taken:
+        if fp in taken or known(crawl_id, fp):
             continue
         taken.add(fp)
         yield link, key, fp

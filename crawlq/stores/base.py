@@ -378,6 +378,9 @@ class CrawlStore(Protocol):
     - Seen sets: a fingerprint is added to a crawl's seen set once, for ever; the
       ``seen`` counter is the size of the set. A spec with ``fingerprint`` is scheduled
       only if it is new (outcome ``SEEN`` otherwise), in the same transaction.
+      ``seen_known`` is True, without I/O, for the fingerprints this store object has
+      scheduled (a new crawl's start jobs, ``job_schedule``, the children of the
+      completions it applied), until it deletes their crawl.
     - Limits (``crawlq.limits``): a job with a ``limit_key`` is claimed only when its key
       has fewer than ``max_running`` jobs running, at least ``min_interval`` s after the
       key's last start, and not before ``blocked_until``; every other claim rule holds.
@@ -443,6 +446,14 @@ class CrawlStore(Protocol):
         """Whether each 16-byte fingerprint is in the crawl's seen set, in order, changing
         nothing (the crawler skips links already seen before it counts them against
         ``max_pages``). ``CrawlNotFound`` for an unknown crawl."""
+
+    def seen_known(self, crawl_id: int, fingerprint: bytes) -> bool:
+        """Whether this process knows ``fingerprint`` is in the crawl's seen set, without
+        I/O: True once this store object has scheduled a spec carrying it into the crawl
+        (a start job, ``job_schedule``, a child of an applied completion), until
+        ``SEEN_MEMO_MAX`` fingerprints are known (then all are forgotten); False says
+        nothing. The crawler skips such links: the store would drop them as ``SEEN``
+        (``crawlq/stores/seen_memo.py``)."""
 
     # -- limits --------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
+from functools import cached_property
 
 from crawlq.crawls import CrawlInfo, CrawlSpec
 from crawlq.fingerprint import check_fingerprint
@@ -55,11 +56,20 @@ from crawlq.stores.checks import (
     check_ttl,
     found,
 )
+from crawlq.stores.seen_memo import SeenMemo
 from crawlq.stores.workers import Counters
 from crawlq.types import JobId, Timestamp
 
 
-class JobGate(ABC):
+class _SeenMemoGate:
+    @cached_property
+    def _seen_memo(self) -> SeenMemo:
+        """What this process knows the crawls' seen sets hold (``seen_memo.py``): taught
+        by the completions applied, read by ``seen_known``."""
+        return SeenMemo()
+
+
+class JobGate(_SeenMemoGate, ABC):
     """Jobs and queues (``JobStore``)."""
 
     job_wait: Callable[[WaitParams], None]
@@ -70,7 +80,11 @@ class JobGate(ABC):
     ) -> list[ScheduleResult]:
         check_now(now)
         check_specs(specs)
-        return self._job_schedule(specs, now) if specs else []
+        if not specs:
+            return []
+        results = self._job_schedule(specs, now)
+        self._seen_memo.learn_specs(specs)
+        return results
 
     def job_claim(self, params: ClaimParams) -> list[Job]:
         if params.limit <= 0 or not params.queues:
@@ -89,7 +103,11 @@ class JobGate(ABC):
         for completion in completions:
             check_specs(completion.children)
         check_records(completions)
-        return self._job_complete(completions, now) if completions else []
+        if not completions:
+            return []
+        applied = self._job_complete(self._seen_memo.unknown_children(completions), now)
+        self._seen_memo.learn(completions, applied)
+        return applied
 
     def job_complete_claim(
         self, completions: Sequence[Completion], params: ClaimParams
@@ -102,7 +120,10 @@ class JobGate(ABC):
             return self.job_complete(completions, now=params.now), []
         if not completions:
             return [], self._job_claim(params)
-        return self._job_complete_claim(completions, params)
+        unknown = self._seen_memo.unknown_children(completions)
+        applied, jobs = self._job_complete_claim(unknown, params)
+        self._seen_memo.learn(completions, applied)
+        return applied, jobs
 
     def job_wait_claim(self, params: ClaimParams, timeout: float) -> list[Job]:
         check_now(params.now)
@@ -317,7 +338,7 @@ class WorkerGate(ABC):
     ) -> bool: ...
 
 
-class CrawlGate(ABC):
+class CrawlGate(_SeenMemoGate, ABC):
     """Crawls, seen sets and limit keys (``CrawlStore``)."""
 
     def crawl_create(
@@ -327,7 +348,9 @@ class CrawlGate(ABC):
         check_specs(start, crawl_given=True)
         if spec.on_finish is not None:
             check_specs([spec.on_finish], crawl_given=True)
-        return self._crawl_create(spec, start, now)
+        info = self._crawl_create(spec, start, now)
+        self._seen_memo.learn_specs(start, info.id)
+        return info
 
     def crawl_pause(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
         check_now(now)
@@ -347,7 +370,9 @@ class CrawlGate(ABC):
 
     def crawl_delete(self, crawl_id: int, *, now: Timestamp | None = None) -> bool:
         check_now(now)
-        return self._crawl_delete(crawl_id, now)
+        deleted = self._crawl_delete(crawl_id, now)
+        self._seen_memo.forget(crawl_id)
+        return deleted
 
     def seen_add(
         self, crawl_id: int, fingerprints: Sequence[bytes], *, now: Timestamp | None = None
@@ -359,6 +384,9 @@ class CrawlGate(ABC):
     def seen_has(self, crawl_id: int, fingerprints: Sequence[bytes]) -> list[bool]:
         fps = check_fingerprints(fingerprints)
         return found(crawl_id, self._seen_has(crawl_id, fps))
+
+    def seen_known(self, crawl_id: int, fingerprint: bytes) -> bool:
+        return self._seen_memo.knows(crawl_id, fingerprint)
 
     def limit_set(self, key: str, limits: Limits, *, now: Timestamp | None = None) -> None:
         check_now(now)

@@ -26,7 +26,7 @@ from store_helpers import (
 from crawlq.exceptions import ConfigurationError, CrawlNotFound
 from crawlq.fingerprint import FINGERPRINT_BYTES, fingerprint
 from crawlq.jobs import Job, JobState, Outcome, ScheduleResult
-from crawlq.stores.base import JobFilter, Store
+from crawlq.stores.base import ClaimParams, Completion, JobFilter, Store
 
 
 def fp(name: str | int) -> bytes:
@@ -265,6 +265,35 @@ def test_fingerprints_of_children_join_the_seen_set_with_the_completion(store: S
     assert [k.args for k in store.job_list(JobFilter(queue="kids"))] == [[1], [3]]
     assert crawl_of(store, c.id).seen == 2
     assert store.seen_add(c.id, [A, B], now=T0 + 5) == [False, False]
+
+
+def test_seen_known_holds_what_this_store_object_scheduled_with_a_fingerprint(
+    store: Store, open_same_store: Callable[[], Store]
+) -> None:
+    start = spec(queue="q0", fingerprint=C)
+    c = new_crawl(store, spec(args=[1]), spec(args=[2]), spec(queue="keep", delay=10**6), start)
+    other = open_crawl(store, "other")
+    assert store.seen_known(c.id, C) and not store.seen_known(other, C)  # a start job's
+    store.job_schedule([spec(queue="q0", crawl=other, fingerprint=D)], now=T0)
+    assert store.seen_known(other, D)
+    kids = [spec(queue="kids", crawl=c.id, fingerprint=A), spec(queue="kids", crawl=c.id)]
+    job = claim_one(store)
+    assert release(store, job.lease, now=T0 + 1)
+    assert not complete(store, job.lease, now=T0 + 2, children=kids)  # not applied
+    assert not store.seen_known(c.id, A)
+    again = claim_one(store, now=T0 + 3)
+    assert complete(store, again.lease, now=T0 + 4, children=kids)
+    assert store.seen_known(c.id, A)
+    assert not store.seen_known(other, A) and not store.seen_known(c.id, B)
+    # the worker's call: completions and the next claim in one round trip
+    last = claim_one(store, now=T0 + 5)
+    done = Completion(lease=last.lease, children=[spec(queue="kids", crawl=c.id, fingerprint=B)])
+    applied, _ = store.job_complete_claim([done], ClaimParams(queues=["none"], worker_id="w1"))
+    assert applied == [True] and store.seen_known(c.id, B)
+    assert not open_same_store().seen_known(c.id, A)  # what this store object learned
+    assert store.crawl_delete(c.id, now=T0 + 6)
+    assert not any(store.seen_known(c.id, f) for f in (A, B, C))
+    assert store.seen_known(other, D)
 
 
 def test_concurrent_adders_see_each_fingerprint_new_exactly_once(

@@ -291,6 +291,41 @@ def test_max_pages_caps_the_links_of_a_page_with_150000_links(
     assert not app.store.job_list(JobFilter(state=JobState.PENDING))
 
 
+def test_links_a_page_scheduled_before_are_not_sent_to_the_store_again(
+    app: crawlq.App, site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every page of a menu links to all the others and to the start page: each is sent
+    once as a child and the start page never, as later pages skip the links this
+    process has scheduled (``Store.seen_known``), without changing what is crawled."""
+    menu = [f"/m{i}" for i in range(6)]
+    links = "".join(f'<a href="{path}">{path}</a>' for path in ["/", *menu])
+    for path in ["/", *menu]:
+        monkeypatch.setitem(SITE, path, (200, "text/html", f"<title>{path}</title>{links}"))
+    store = app.store
+    sent: list[bytes] = []
+    complete, complete_claim = store.job_complete, store.job_complete_claim
+
+    def count(completions: Any) -> None:
+        sent.extend(c.fingerprint for done in completions for c in done.children if c.fingerprint)
+
+    def job_complete(completions: Any, **kwargs: Any) -> Any:
+        count(completions)
+        return complete(completions, **kwargs)
+
+    def job_complete_claim(completions: Any, params: Any) -> Any:
+        count(completions)
+        return complete_claim(completions, params)
+
+    monkeypatch.setattr(store, "job_complete", job_complete)
+    monkeypatch.setattr(store, "job_complete_claim", job_complete_claim)
+    code, pages = crawl(app, config(site, host_concurrency=1), tmp_path / "out.jsonl", 1)
+    assert code == EXIT_FINISHED
+    assert set(pages) == {"/", *menu}
+    assert all(pages[p]["links_found"] == 7 for p in pages)  # what the page has, as before
+    assert sorted(sent) == sorted(fingerprint(site.url + p[1:]) for p in menu)
+    assert all(site.hits[p] == 1 for p in ["/", *menu])
+
+
 def test_max_pages_drops_the_pending_pages_once_reached_and_finishes_once(
     app: crawlq.App, site: Site, tmp_path: Path
 ) -> None:

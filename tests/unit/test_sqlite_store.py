@@ -15,7 +15,7 @@ import pytest
 import crawlq
 from crawlq.crawls import CrawlSpec, CrawlState
 from crawlq.jobs import Job, JobSpec, Outcome
-from crawlq.stores.base import ClaimParams, Completion, Failure
+from crawlq.stores.base import ClaimParams, Completion, Failure, JobFilter
 from crawlq.stores.sqlite.store import Q, SQLiteSettings, SQLiteStore, add_functions
 from crawlq.stores.states import LEASE_EXPIRED
 
@@ -341,46 +341,42 @@ def test_a_page_s_links_take_two_statements_however_many_they_are(tmp_path: Path
         store.close()
 
 
-def test_a_fingerprint_the_store_knows_is_seen_is_not_asked_again(
+def test_a_child_whose_fingerprint_the_store_scheduled_is_not_asked_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A (crawl, fingerprint) pair the store put in, or found in, its crawl's seen set is
-    SEEN without a statement: a seen set only grows. A write that rolls back forgets
-    what the store learnt in it, since its inserts are undone."""
+    """A child whose (crawl, fingerprint) this store object has scheduled is left out of
+    its completion without a statement (the gate's seen memo: a seen set only grows). A
+    write that fails teaches the memo nothing, since its inserts are undone."""
     store = SQLiteStore(SQLiteSettings(path=str(tmp_path / "jobs.db")))
     try:
-        keep_open = JobSpec(queue="q", task="keep", delay=3600.0)
-        crawl = store.crawl_create(CrawlSpec(name="c"), [keep_open], now=T0)
-        assert crawl.id is not None
+        pages = [JobSpec(queue="q", task="page", args=[i]) for i in range(4)]
+        crawl = store.crawl_create(CrawlSpec(name="c"), pages, now=T0)
 
         def link(i: int) -> JobSpec:
             fp = i.to_bytes(16, "big")
-            return JobSpec(queue="q", task="page", args=[i], crawl=crawl.id, fingerprint=fp)
+            return JobSpec(queue="kids", task="page", args=[i], crawl=crawl.id, fingerprint=fp)
 
-        def outcomes(specs: list[JobSpec]) -> tuple[list[str], list[str]]:
-            results: list[str] = []
-            trace = _traced(
-                store,
-                lambda: results.extend(r.outcome.value for r in store.job_schedule(specs, now=T0)),
-            )
-            return results, [s for s in trace if "INTO crawlq_seen" in s]
+        def asked(children: list[JobSpec]) -> list[str]:
+            """The seen-set statements of a page's completion with ``children``."""
+            [job] = store.job_claim(ClaimParams(queues=["q"], worker_id="w", limit=1, now=T0))
+            done = Completion(lease=job.lease, children=children)
+            trace = _traced(store, lambda: store.job_complete([done], now=T0))
+            return [s for s in trace if "INTO crawlq_seen" in s]
 
-        assert outcomes([link(1), link(2)])[0] == ["created", "created"]
-        results, asked = outcomes([link(1), link(2), link(3)])
-        assert results == ["seen", "seen", "created"]
-        assert len(asked) == 1 and asked[0].lower().count("x'") == 1, asked  # link 3 alone
-        assert outcomes([link(3)]) == (["seen"], [])
+        assert len(asked([link(1), link(2)])) == 1
+        again = asked([link(1), link(2), link(3)])
+        assert len(again) == 1 and again[0].lower().count("x'") == 1, again  # link 3 alone
+        assert asked([link(3)]) == []
 
         def fail(*args: object, **kwargs: object) -> None:
             raise sqlite3.OperationalError("disk I/O error")
 
         monkeypatch.setattr(store, "_insert", fail)  # after link 4's seen insert
         with pytest.raises(crawlq.StoreError):
-            store.job_schedule([link(4)], now=T0)
+            asked([link(4)])
         monkeypatch.undo()
-        assert outcomes([link(4)])[0] == ["created"], "the rolled back insert is forgotten"
-        results, asked = outcomes([link(1)])
-        assert results == ["seen"] and len(asked) == 1, "and all it knew: link 1 is asked"
+        assert not store.seen_known(crawl.id, (4).to_bytes(16, "big"))
+        assert [j.args for j in store.job_list(JobFilter(queue="kids"))] == [[1], [2], [3]]
     finally:
         store.close()
 

@@ -41,9 +41,6 @@ T = TypeVar("T")
 
 Q = load_queries("crawlq.stores.sqlite")
 
-SEEN_KNOWN_MAX = 10_000
-"""The most (crawl, fingerprint) pairs a store remembers as seen (about 2 MiB)."""
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SQLiteSettings:
@@ -188,12 +185,6 @@ class SQLiteCore:
     _wait_lock: threading.Lock
     _conn: sqlite3.Connection
     _wait_conn: sqlite3.Connection
-    _seen_known: set[tuple[int, bytes]]
-    """(crawl, fingerprint) pairs this store found in, or put in, their crawl's seen set.
-    A seen set only grows and a crawl's id is never reused (AUTOINCREMENT), so a spec
-    with one of them is SEEN without asking the file (``_seen_new``). Filled inside a
-    write and forgotten whole when one rolls back (what it added may not be there), or
-    before it would hold more than ``SEEN_KNOWN_MAX``."""
 
     def _write(self, operation: str, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``work`` in one write transaction; all of it commits or none of it."""
@@ -204,7 +195,6 @@ class SQLiteCore:
                 result = work(conn)
                 conn.execute("COMMIT")
             except BaseException:
-                self._seen_known.clear()
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise

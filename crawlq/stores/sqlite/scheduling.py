@@ -20,7 +20,6 @@ from crawlq.stores.checks import crawl_closed
 from crawlq.stores.codec import limits_from, on_finish_spec, request_params
 from crawlq.stores.conflict import Request, merge
 from crawlq.stores.sqlite.core import (
-    SEEN_KNOWN_MAX,
     Q,
     SQLiteCore,
     listed,
@@ -203,19 +202,12 @@ class SQLiteScheduling(SQLiteCore):
         self, conn: sqlite3.Connection, pairs: list[tuple[int, bytes]]
     ) -> set[tuple[int, bytes]]:
         """The (crawl, fingerprint) pairs new to their crawls' seen sets, added to them
-        now: one statement per 64 (``seen_insert_rows``) for the pairs the store does not
-        already know to be there (``_seen_known``), which are not new."""
-        known = self._seen_known
-        asked = [pair for pair in pairs if pair not in known]
-        new = {
+        now: one statement per 64 (``seen_insert_rows``)."""
+        return {
             (row[0], row[1])
-            for query, params in row_batches("seen_insert_rows", asked)
+            for query, params in row_batches("seen_insert_rows", pairs)
             for row in conn.execute(query, params)
         }
-        if len(known) + len(asked) > SEEN_KNOWN_MAX:
-            known.clear()
-        known.update(asked)
-        return new
 
     def _schedule_one(
         self,

@@ -83,7 +83,6 @@ class SQLiteStore(
         self.settings = settings
         self._lock = threading.RLock()
         self._wait_lock = threading.Lock()
-        self._seen_known = set()
         path = settings.path
         if not settings.create and not os.path.exists(path):
             raise ConfigurationError(
