@@ -10,6 +10,10 @@ store's hook of the same name with a leading underscore (``job_schedule`` ->
 that may name an unknown crawl return None for it, and the gate raises ``CrawlNotFound``.
 That is one more function call per store call, and no reflection.
 
+The gates also keep a memo of the fingerprints the store object has scheduled into each
+crawl (``seen_memo.py``): ``seen_known`` reads it, and a completion's children it knows
+never reach the store (the store would drop them as ``SEEN``).
+
 Calls with nothing to check (``job_get``, ``job_list``, ``job_wait``, ``queue_totals``,
 ``crawl_get``, ``crawl_list``, ``close``, ``now``) are the store's own methods.
 """
@@ -62,6 +66,10 @@ from crawlq.types import JobId, Timestamp
 
 
 class _SeenMemoGate:
+    """The seen memo that the job and crawl gates share: the fingerprints this store
+    object has scheduled, learnt after each write that returned, left out of the
+    completions' children before the store writes them, forgotten with their crawl."""
+
     @cached_property
     def _seen_memo(self) -> SeenMemo:
         """What this process knows the crawls' seen sets hold (``seen_memo.py``): taught
