@@ -113,8 +113,9 @@ class JobGate(_SeenMemoGate, ABC):
         check_records(completions)
         if not completions:
             return []
-        applied = self._job_complete(self._seen_memo.unknown_children(completions), now)
-        self._seen_memo.learn(completions, applied)
+        unknown = self._seen_memo.unknown_children(completions)
+        applied = self._job_complete(unknown, now)
+        self._seen_memo.learn(unknown, applied)  # the children left out are known already
         return applied
 
     def job_complete_claim(
@@ -130,7 +131,7 @@ class JobGate(_SeenMemoGate, ABC):
             return [], self._job_claim(params)
         unknown = self._seen_memo.unknown_children(completions)
         applied, jobs = self._job_complete_claim(unknown, params)
-        self._seen_memo.learn(completions, applied)
+        self._seen_memo.learn(unknown, applied)
         return applied, jobs
 
     def job_wait_claim(self, params: ClaimParams, timeout: float) -> list[Job]:

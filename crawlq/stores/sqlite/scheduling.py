@@ -19,13 +19,7 @@ from crawlq.stores import states
 from crawlq.stores.checks import crawl_closed
 from crawlq.stores.codec import limits_from, on_finish_spec, request_params
 from crawlq.stores.conflict import Request, merge
-from crawlq.stores.sqlite.core import (
-    Q,
-    SQLiteCore,
-    listed,
-    row_batches,
-    row_request,
-)
+from crawlq.stores.sqlite.core import Q, SQLiteCore, listed, row_batches, row_request
 from crawlq.types import JobId
 
 
