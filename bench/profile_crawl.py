@@ -3,6 +3,7 @@ CPU per page split by thread, by SQL statement and by function, without a profil
 
     .venv/bin/python bench/profile_crawl.py                   # 2,000 pages, C=4
     .venv/bin/python bench/profile_crawl.py -n 4000 -c 16
+    .venv/bin/python bench/profile_crawl.py --latency 10     # 10 ms before each response
     .venv/bin/python bench/profile_crawl.py --time crawlq.crawler.links:page_title
 
 The crawl runs as ``crawlq crawl URL --processes 1`` does (its worker in a thread of this
@@ -178,6 +179,7 @@ def main() -> None:
     parser.add_argument("-c", "--concurrency", type=int, default=4, help="and per host (4)")
     parser.add_argument("--time", action="append", default=[], metavar="MODULE:NAME")
     parser.add_argument("--top", type=int, default=20, help="rows per table (20)")
+    parser.add_argument("--latency", type=float, default=0.0, help="ms before each response (0)")
     args = parser.parse_args()
     functions, statements = Clocks(), Clocks()
     time_functions(functions, [*TIMED, *args.time])
@@ -186,6 +188,7 @@ def main() -> None:
         work = Path(tmp)
         bench_crawl.build_site(work / "site", args.n)
         server = bench_crawl.Server(work / "site")
+        server.control(f"latency/{args.latency:g}")
         argv = bench_crawl.crawl_args(server.url, work, args.concurrency)
         try:
             wall, cpu = time.perf_counter(), time.process_time()
