@@ -5,11 +5,16 @@
     .venv/bin/python bench/profile_pg_drain.py -n 100000 --vacuum-every 2
     .venv/bin/python bench/profile_pg_drain.py --statements     # pg_stat_statements top 15
     .venv/bin/python bench/profile_pg_drain.py -n 300000 --analyze-only  # a deep queue
+    .venv/bin/python bench/profile_pg_drain.py -n 1000000 --deep-sample 20000 --statements
 
 A private PostgreSQL (tests/servers.py, fsync off) per run; N no-op jobs queued with
 ``schedule_many`` (500 a call), ``VACUUM ANALYZE`` (``--analyze-only``: ``ANALYZE``, as
 the peers bench's deep queue), then one ``crawlq worker --burst
---concurrency 8`` drains them. Server CPU is what the postmaster's children (backends,
+--concurrency 8`` drains them. ``--deep-sample K`` measures the peers bench's deep queue
+instead: ``ANALYZE`` only, the worker runs without ``--burst``, and the rates are those of
+K jobs done after the first 1,000 (each job appends a line to a ledger file, as the
+peers bench's do, and the lines are counted every 20 ms); the worker is then stopped,
+with most of the N jobs still queued. Server CPU is what the postmaster's children (backends,
 autovacuum, exited ones included) spent in the drain, from /proc (Linux, and the cluster's
 processes must be readable: run as root or as their user). ``--statements`` loads
 pg_stat_statements (track all) and pg_stat_user_functions, whose instrumentation itself
@@ -39,14 +44,23 @@ import psycopg  # noqa: E402
 from tests.servers import PrivatePostgres  # noqa: E402
 
 SCHEMA = "prof"
+DEEP_SKIP = 1_000  # jobs done before a deep queue's sample starts (the worker's start)
 TASKS = """
+import os
+
 import crawlq
+
+LEDGER = os.environ.get("PROFILE_LEDGER")
 
 app = crawlq.App({url!r})
 
 
 @app.task(name="bench.noop")
 def noop(ctx, i):
+    if LEDGER:  # a deep queue's job appends a line, as the peers bench's does
+        fd = os.open(LEDGER, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.write(fd, b"%d\\n" % i)
+        os.close(fd)
     return None
 """
 TOP_STATEMENTS = """
@@ -101,6 +115,59 @@ def vacuum_every(url: str, seconds: float, stop: threading.Event) -> None:
             conn.execute(f"VACUUM {SCHEMA}.crawlq_jobs")
 
 
+def deep(
+    worker: list[str], env: dict[str, str], sample: int, ledger: Path, pg: PrivatePostgres
+) -> tuple[int, float, float, float]:
+    """Run the worker until ``sample`` jobs are done after the first ``DEEP_SKIP``, then
+    stop it: (jobs, seconds, server CPU, worker CPU) over those jobs. Each job appends a
+    line to ``ledger``, which is what is counted (reading the store's counts would cost
+    the server CPU)."""
+    env = {**env, "PROFILE_LEDGER": str(ledger)}
+
+    def done() -> int:
+        try:
+            with ledger.open("rb") as lines:
+                return sum(chunk.count(b"\n") for chunk in iter(lambda: lines.read(1 << 16), b""))
+        except FileNotFoundError:
+            return 0
+
+    def until(count: int) -> None:
+        while done() < count:
+            if proc.poll() is not None:
+                raise SystemExit(f"the worker exited with {proc.returncode}")
+            time.sleep(0.02)
+
+    def worker_cpu() -> float:
+        fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def switches() -> dict[str, int]:
+        out: dict[str, int] = {}
+        for tid in os.listdir(f"/proc/{proc.pid}/task"):
+            status = Path(f"/proc/{proc.pid}/task/{tid}/status").read_text()
+            for line in status.splitlines():
+                if line.endswith("ctxt_switches:") or "ctxt_switches" in line:
+                    name, value = line.split(":")
+                    out[name] = out.get(name, 0) + int(value)
+        return out
+
+    proc = subprocess.Popen(worker, env=env)
+    try:
+        until(DEEP_SKIP)
+        t0, cpu0, own0, sw0 = time.perf_counter(), server_cpu(pg), worker_cpu(), switches()
+        until(DEEP_SKIP + sample)
+        t1, cpu1, own1, sw1 = time.perf_counter(), server_cpu(pg), worker_cpu(), switches()
+        jobs = done() - DEEP_SKIP
+        print(
+            "worker context switches a job: "
+            + ", ".join(f"{k} {(sw1[k] - sw0[k]) / jobs:.1f}" for k in sorted(sw1))
+        )
+    finally:
+        proc.terminate()
+        proc.wait()
+    return jobs, t1 - t0, cpu1 - cpu0, own1 - own0
+
+
 def run(args: argparse.Namespace, pg: PrivatePostgres, workdir: Path) -> None:
     url = f"{pg.url}?schema={SCHEMA}"
     (workdir / "proftasks.py").write_text(TASKS.format(url=url))
@@ -118,9 +185,8 @@ def run(args: argparse.Namespace, pg: PrivatePostgres, workdir: Path) -> None:
         app.schedule_many(noop.spec(i, **opts(i)) for i in range(start, min(args.n, start + 500)))
     elapsed, cpu = time.perf_counter() - t0, server_cpu(pg) - cpu0
     print(f"schedule: {args.n / elapsed:,.0f} jobs/s, server CPU {cpu / args.n * 1e6:.0f} us/job")
-    app.close()
     with psycopg.connect(pg.url, autocommit=True) as conn:
-        conn.execute("ANALYZE" if args.analyze_only else "VACUUM ANALYZE")
+        conn.execute("ANALYZE" if args.analyze_only or args.deep_sample else "VACUUM ANALYZE")
         if args.no_triggers:
             conn.execute(f"ALTER TABLE {SCHEMA}.crawlq_jobs DISABLE TRIGGER USER")
         if args.statements:
@@ -131,18 +197,24 @@ def run(args: argparse.Namespace, pg: PrivatePostgres, workdir: Path) -> None:
         threading.Thread(target=vacuum_every, args=(pg.url, args.vacuum_every, stop)).start()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(workdir), str(REPO)])}
     worker = [sys.executable, "-m", "crawlq", "worker", "--app", "proftasks:app"]
-    worker += ["--store", url, "--concurrency", "8", "--burst", "--log-level", "warning"]
+    worker += ["--store", url, "--concurrency", "8", "--log-level", "warning"]
+    worker += [] if args.deep_sample else ["--burst"]
     worker += ["--prefetch", str(args.prefetch)]
-    t0, cpu0, own0 = time.perf_counter(), server_cpu(pg), os.times()
-    subprocess.run(worker, env=env, check=True)
-    elapsed, cpu, own1 = time.perf_counter() - t0, server_cpu(pg) - cpu0, os.times()
+    if args.deep_sample:
+        ledger = workdir / "ledger.txt"
+        jobs, elapsed, cpu, worker_cpu = deep(worker, env, args.deep_sample, ledger, pg)
+    else:
+        t0, cpu0, own0 = time.perf_counter(), server_cpu(pg), os.times()
+        subprocess.run(worker, env=env, check=True)
+        elapsed, cpu, own1 = time.perf_counter() - t0, server_cpu(pg) - cpu0, os.times()
+        jobs = args.n
+        worker_cpu = (own1.children_user + own1.children_system) - (
+            own0.children_user + own0.children_system
+        )
     stop.set()
-    worker_cpu = (own1.children_user + own1.children_system) - (
-        own0.children_user + own0.children_system
-    )
     print(
-        f"drain: {args.n / elapsed:,.0f} jobs/s, server CPU {cpu / args.n * 1e6:.0f} us/job, "
-        f"worker CPU {worker_cpu / args.n * 1e6:.0f} us/job"
+        f"{'deep queue' if args.deep_sample else 'drain'}: {jobs / elapsed:,.0f} jobs/s, "
+        f"server CPU {cpu / jobs * 1e6:.0f} us/job, worker CPU {worker_cpu / jobs * 1e6:.0f} us/job"
     )
     with psycopg.connect(pg.url, autocommit=True) as conn:
         vacuums = conn.execute(
@@ -155,6 +227,7 @@ def run(args: argparse.Namespace, pg: PrivatePostgres, workdir: Path) -> None:
             for query in (TOP_STATEMENTS, TOP_FUNCTIONS):
                 for row in conn.execute(query):
                     print("  " + " | ".join(str(v) for v in row))
+    app.close()
 
 
 def main() -> None:
@@ -168,6 +241,13 @@ def main() -> None:
         "--analyze-only",
         action="store_true",
         help="ANALYZE, not VACUUM ANALYZE, before the drain (as the peers bench's deep queue)",
+    )
+    parser.add_argument(
+        "--deep-sample",
+        type=int,
+        default=0,
+        metavar="K",
+        help="a deep queue: time K jobs of the N, the rest left queued (ANALYZE only)",
     )
     parser.add_argument("--prefetch", default="auto", help="the worker's --prefetch (N or auto)")
     args = parser.parse_args()

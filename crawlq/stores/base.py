@@ -43,6 +43,10 @@ class Capabilities:
     """``job_wait`` wakes up on new work instead of sleeping out its timeout."""
     multi_host: bool = False
     """Workers on several machines can share the store."""
+    batched_claims: bool = False
+    """A call's fixed work (its statements, their triggers) costs the store more than
+    the jobs it carries: a worker of short jobs claims once its prefetch's room is free,
+    a full batch a call (``crawlq.worker.prefetch``)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

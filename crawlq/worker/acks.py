@@ -100,6 +100,17 @@ class Acker:
             del self._pending[:MAX_BATCH]
             return batch
 
+    def keep(self, items: Sequence[Outcome]) -> None:
+        """``items`` taken and not recorded: first in line again for the owner's next
+        ``take`` (or for the thread, if the owner goes away meanwhile)."""
+        if not items:
+            return
+        with self._lock:
+            self._pending[:0] = items
+            wake = self._away or self._handed
+        if wake:
+            self._wake.set()
+
     def record(self, batch: Sequence[Outcome] | None = None) -> None:
         """Record ``batch`` (default: what ``take`` gives) here, one try per call; what a
         call fails to record (the store unavailable, or refusing it) is handed back."""

@@ -7,6 +7,15 @@ round trip and one statement for many jobs, where one per slot-sized batch costs
 store its per-call work again and again), while long jobs get no prefetch at all, so
 that no job waits here behind a slow one while another worker is free. A worker that
 has run nothing yet prefetches nothing.
+
+When to claim (``room``): as soon as a slot is free, unless the store's calls cost more
+than the jobs they carry (``Capabilities.batched_claims``: PostgreSQL) and the jobs are
+so short that all the worker may hold would run within one claim's round trip. Then the
+store is what bounds the rate, and a claim waits until the prefetch's room is free
+(every job held is running, or done), so that each store call carries a full batch. A
+claim for each job that ended instead costs the store its per-call work for a few jobs
+at a time; worse, jobs whose code releases the GIL (any system call) finish a few at a
+time while the worker's loop holds it between statements, which halves the batches.
 """
 
 from __future__ import annotations
@@ -22,22 +31,40 @@ PER_SLOT = 3
 MOST = 256
 """Auto: the most jobs prefetched, whatever the slot count."""
 SMOOTHING = 0.2
-"""Weight of the newest run time in the running mean."""
+"""Weight of the newest figure in a running mean (run times, claim round trips)."""
 
 
 class Prefetch:
     """The prefetch of one worker; ``ran`` tells it how long each job ran."""
 
-    def __init__(self, setting: int | Literal["auto"], concurrency: int) -> None:
+    def __init__(
+        self, setting: int | Literal["auto"], concurrency: int, *, batches: bool = False
+    ) -> None:
         self.auto = setting == PREFETCH_AUTO
+        self._batches = batches
         self._concurrency = concurrency
         self.most = min(PER_SLOT * concurrency, MOST) if self.auto else int(setting)
         self._mean: float | None = None
+        self._trip: float | None = None
 
     def ran(self, seconds: float) -> None:
         """A job of this worker ran for ``seconds`` (from its slot's start to its end)."""
-        mean = self._mean
-        self._mean = seconds if mean is None else mean + SMOOTHING * (seconds - mean)
+        self._mean = _smoothed(self._mean, seconds)
+
+    def claimed(self, seconds: float) -> None:
+        """A claim of this worker (with the completions it carried) took ``seconds``."""
+        self._trip = _smoothed(self._trip, seconds)
+
+    def room(self, extra: int) -> int:
+        """The least free room (slots and prefetch, of ``concurrency + extra``) worth a
+        claim: ``extra`` (at least 1) when the store ``batches`` and a full batch of the
+        recent jobs would run within one claim's round trip, else 1."""
+        mean, trip = self._mean, self._trip
+        if not self._batches or extra <= 0 or mean is None or trip is None:
+            return 1
+        if mean * (self._concurrency + extra) / self._concurrency >= trip:
+            return 1
+        return extra
 
     def extra(self) -> int:
         """Jobs to claim now beyond the slots."""
@@ -53,3 +80,8 @@ class Prefetch:
     def describe(self) -> str:
         """``prefetch auto (up to 24)`` or ``prefetch 4``."""
         return f"prefetch auto (up to {self.most})" if self.auto else f"prefetch {self.most}"
+
+
+def _smoothed(mean: float | None, value: float) -> float:
+    """The running mean with ``value`` added (``value`` itself for the first)."""
+    return value if mean is None else mean + SMOOTHING * (value - mean)

@@ -167,7 +167,11 @@ class Worker:
             )
         )
         self._acker = Acker(self.store, self._wakeup.set, inline=True)
-        self._prefetch = Prefetch(settings.prefetch, settings.concurrency)
+        self._prefetch = Prefetch(
+            settings.prefetch,
+            settings.concurrency,
+            batches=self.store.capabilities.batched_claims,
+        )
         shortest = min((t.options.lease for t in app.tasks.values()), default=30.0)
         self._heartbeat = Heartbeat(
             self.store, self._leases, shortest, self._lost, registry=self._beat_registry
@@ -177,6 +181,11 @@ class Worker:
         self._next_prune = 0.0
         self._next_look_beyond = 0.0
         self._named_beyond: set[str] = set()
+        self._kept_since: float | None = None
+        """Monotonic time since which completions wait for a claim (``_keep``)."""
+        self._room = (settings.concurrency, 1)
+        """(capacity, room) of the last turn: a job's end wakes the loop once ``room`` of
+        ``capacity`` is free (``Prefetch.room``)."""
         self._unsure = False
         """A claim call failed: it may have leased jobs that never reached this worker
         (``crawlq.worker.orphans``)."""
@@ -250,19 +259,29 @@ class Worker:
             )
             self.stuck = True
             return True
-        capacity = self.settings.concurrency + self._prefetch.extra()
+        extra = self._prefetch.extra()
+        capacity, room = self.settings.concurrency + extra, self._prefetch.room(extra)
         with self._lock:
             free = capacity - len(self._held)
             idle = not self._held
+            self._room = capacity, room
         # The outcomes of the jobs that ended since the last turn are recorded by this
         # loop (a job's end wakes no acker thread while it runs): completions in the
-        # claim's round trip, before it looks; the others just before.
+        # claim's round trip, before it looks; the others just before. A turn claims
+        # once ``room`` is free (short jobs wait for the prefetch's room: Prefetch.room;
+        # a job's end wakes this loop once it is free); until then completions wait for
+        # that claim, for at most the poll timeout.
         outcomes = self._acker.take()
-        completions = [o for o in outcomes if free > 0 and isinstance(o, Completion)]
-        self._acker.record([o for o in outcomes if free <= 0 or not isinstance(o, Completion)])
-        if free <= 0:
+        completions = [o for o in outcomes if isinstance(o, Completion)]
+        others = [o for o in outcomes if not isinstance(o, Completion)]
+        if free < room:
+            if completions and self._keep(completions):
+                completions = []
+            self._acker.record([*others, *completions])
             self._wait_wakeup(self._wait_timeout())
             return False
+        self._kept_since = None
+        self._acker.record(others)
         # Quiet before the claim: nothing held and every outcome recorded but the
         # completions the claim records first (outcomes are handed to the acker under the
         # lock that releases a held job), so a claim that then finds nothing means no due
@@ -299,6 +318,18 @@ class Worker:
         self._wait_for_work(free)
         return False
 
+    def _keep(self, completions: list[Completion]) -> bool:
+        """Give ``completions`` back to the acker for the next claim's round trip; False
+        (not kept) once completions have waited for a claim for the poll timeout."""
+        now = time.monotonic()
+        if self._kept_since is None:
+            self._kept_since = now
+        elif now - self._kept_since >= self.settings.poll_timeout:
+            self._kept_since = None
+            return False
+        self._acker.keep(completions)
+        return True
+
     def _wait_wakeup(self, timeout: float) -> None:
         """Wait up to ``timeout`` s for a wake-up (a job's end, a lost lease, a stop)."""
         self._wakeup.wait(timeout)
@@ -328,6 +359,7 @@ class Worker:
         one store call; if that fails, the acker's thread records them, and the claim is
         tried alone. None if the claim failed (after a short wait)."""
         params = ClaimParams(queues=self.queues, worker_id=self.id, limit=limit)
+        started = time.monotonic()
         try:
             if completions:
                 try:
@@ -346,6 +378,7 @@ class Worker:
             self._unsure = True
             self._away(lambda: self._stopping.wait(0.5))
             return None
+        self._prefetch.claimed(time.monotonic() - started)
         self._hold(jobs)
         return jobs
 
@@ -462,6 +495,12 @@ class Worker:
             # Put under the lock: a burst worker that sees no job held must see this
             # outcome in the acker, or it could stop before the retry it schedules.
             self._acker.put(outcome)
+            capacity, room = self._room
+            wake = (
+                room == 1
+                or capacity - len(self._held) >= room
+                or not isinstance(outcome, Completion)
+            )
         if isinstance(outcome, Failure):
             log_failure(held.job, outcome)
             self.app.failed(failure_event(held.job, outcome))
@@ -473,7 +512,8 @@ class Worker:
             self.counters.failed += 1
         elif kind == "release":
             self.counters.snoozed += 1
-        self._wakeup.set()
+        if wake:
+            self._wakeup.set()
 
     def _enforce_timeouts(self) -> None:
         now = time.monotonic()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import threading
 import time
 from typing import Any
@@ -47,6 +48,30 @@ def test_a_fixed_prefetch_ignores_run_times() -> None:
     assert prefetch.extra() == 5
     assert prefetch.describe() == "prefetch 5"
     assert Prefetch("auto", 8).describe() == "prefetch auto (up to 24)"
+
+
+def test_a_claim_waits_for_the_prefetch_room_only_when_a_batch_outruns_a_round_trip() -> None:
+    prefetch = Prefetch("auto", 8, batches=True)
+    assert prefetch.room(24) == 1  # nothing measured yet: claim for any free slot
+    prefetch.ran(0.00001)
+    assert prefetch.room(24) == 1  # no claim timed yet
+    prefetch.claimed(0.001)
+    # 32 jobs of 10 µs on 8 slots: 40 µs, well within the 1 ms round trip
+    assert prefetch.room(24) == 24
+    assert prefetch.room(0) == 1  # no prefetch: every free slot is worth a claim
+    for _ in range(60):
+        prefetch.ran(0.0005)  # 32 jobs of 0.5 ms on 8 slots: 2 ms, over the round trip
+    assert prefetch.room(24) == 1
+    for _ in range(60):
+        prefetch.claimed(0.005)  # a slower store: a batch runs within its round trip
+    assert prefetch.room(24) == 24
+
+
+def test_a_store_whose_calls_cost_little_is_claimed_from_for_any_free_slot() -> None:
+    prefetch = Prefetch("auto", 8)  # batches=False: SQLite, Redis
+    prefetch.ran(0.00001)
+    prefetch.claimed(0.001)
+    assert prefetch.room(24) == 1
 
 
 @pytest.mark.parametrize("value", [-1, 10_001, "x", 2.5, True, None])
@@ -149,6 +174,33 @@ def test_a_burst_worker_exits_when_its_last_job_ends_not_after_a_poll(app: App) 
     worker.run()
     assert worker.counters.done == 1
     assert time.monotonic() - began < 5  # it waited in the store for 10 s before
+
+
+def test_a_worker_waiting_for_its_prefetch_room_is_not_held_up_by_a_long_job(
+    app: App, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A store whose calls cost more than their jobs (PostgreSQL's capability, given to
+    # this SQLite store) and short jobs: the worker waits for its prefetch's room before
+    # it claims. A long job keeps one slot; the other slot's jobs still free the room,
+    # so the worker never waits for its poll timeout, and every job is done once.
+    capabilities = dataclasses.replace(app.store.capabilities, batched_claims=True)
+    monkeypatch.setattr(type(app.store), "capabilities", capabilities)
+    out = tmp_path / "out"
+
+    @app.task(name="short")
+    def short(ctx: JobContext, i: int) -> None:
+        if i == 0:
+            time.sleep(0.5)
+        with open(out, "a") as f:
+            f.write(f"{i}\n")
+
+    short.schedule_many([[i] for i in range(600)])
+    began = time.monotonic()
+    worker = Worker(app, WorkerSettings(burst=True, concurrency=2, poll_timeout=30))
+    worker.run()
+    assert worker.counters.done == 600
+    assert time.monotonic() - began < 15
+    assert sorted(map(int, out.read_text().split())) == list(range(600))
 
 
 def test_a_worker_with_every_slot_busy_records_ends_in_its_claims(

@@ -68,7 +68,7 @@ class PostgresStore(
     ``workers.py``, ``crawls.py``, ``storage.py``) behind the gate of its part
     (``crawlq.stores.gate``); this class connects and migrates the schema."""
 
-    capabilities = Capabilities(notify=True, multi_host=True)
+    capabilities = Capabilities(notify=True, multi_host=True, batched_claims=True)
 
     def __init__(self, settings: PostgresSettings) -> None:
         self.settings = settings
