@@ -43,14 +43,20 @@ import psycopg  # noqa: E402
 
 from tests.servers import PrivatePostgres  # noqa: E402
 
+sys.path.insert(0, str(REPO / "bench" / "peers"))
+from common import LEDGER_CODE, LEDGER_SKIP, Ledger  # noqa: E402  (the peers bench's ledger)
+
 SCHEMA = "prof"
-DEEP_SKIP = 1_000  # jobs done before a deep queue's sample starts (the worker's start)
-TASKS = """
+TASKS = (
+    """
 import os
 
 import crawlq
 
-LEDGER = os.environ.get("PROFILE_LEDGER")
+LEDGER = "BENCH_LEDGER" in os.environ
+"""
+    + LEDGER_CODE
+    + """
 
 app = crawlq.App({url!r})
 
@@ -58,11 +64,10 @@ app = crawlq.App({url!r})
 @app.task(name="bench.noop")
 def noop(ctx, i):
     if LEDGER:  # a deep queue's job appends a line, as the peers bench's does
-        fd = os.open(LEDGER, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        os.write(fd, b"%d\\n" % i)
-        os.close(fd)
+        ledger_write(i)
     return None
 """
+)
 TOP_STATEMENTS = """
 SELECT calls, round(total_exec_time::numeric, 1) AS ms,
        round((total_exec_time / calls)::numeric, 3) AS ms_per_call,
@@ -116,23 +121,16 @@ def vacuum_every(url: str, seconds: float, stop: threading.Event) -> None:
 
 
 def deep(
-    worker: list[str], env: dict[str, str], sample: int, ledger: Path, pg: PrivatePostgres
+    worker: list[str], env: dict[str, str], sample: int, ledger: Ledger, pg: PrivatePostgres
 ) -> tuple[int, float, float, float]:
-    """Run the worker until ``sample`` jobs are done after the first ``DEEP_SKIP``, then
-    stop it: (jobs, seconds, server CPU, worker CPU) over those jobs. Each job appends a
-    line to ``ledger``, which is what is counted (reading the store's counts would cost
-    the server CPU)."""
-    env = {**env, "PROFILE_LEDGER": str(ledger)}
-
-    def done() -> int:
-        try:
-            with ledger.open("rb") as lines:
-                return sum(chunk.count(b"\n") for chunk in iter(lambda: lines.read(1 << 16), b""))
-        except FileNotFoundError:
-            return 0
+    """Run the worker until ``sample`` jobs are done after the first ``LEDGER_SKIP``,
+    then stop it: (jobs, seconds, server CPU, worker CPU) over those jobs. Each job
+    appends a line to ``ledger``, which is what is counted (reading the store's counts
+    would cost the server CPU)."""
+    env = {**env, **ledger.env}
 
     def until(count: int) -> None:
-        while done() < count:
+        while ledger.count() < count:
             if proc.poll() is not None:
                 raise SystemExit(f"the worker exited with {proc.returncode}")
             time.sleep(0.02)
@@ -146,18 +144,18 @@ def deep(
         for tid in os.listdir(f"/proc/{proc.pid}/task"):
             status = Path(f"/proc/{proc.pid}/task/{tid}/status").read_text()
             for line in status.splitlines():
-                if line.endswith("ctxt_switches:") or "ctxt_switches" in line:
+                if "ctxt_switches" in line:
                     name, value = line.split(":")
                     out[name] = out.get(name, 0) + int(value)
         return out
 
     proc = subprocess.Popen(worker, env=env)
     try:
-        until(DEEP_SKIP)
+        until(LEDGER_SKIP)
         t0, cpu0, own0, sw0 = time.perf_counter(), server_cpu(pg), worker_cpu(), switches()
-        until(DEEP_SKIP + sample)
+        until(LEDGER_SKIP + sample)
         t1, cpu1, own1, sw1 = time.perf_counter(), server_cpu(pg), worker_cpu(), switches()
-        jobs = done() - DEEP_SKIP
+        jobs = ledger.count() - LEDGER_SKIP
         print(
             "worker context switches a job: "
             + ", ".join(f"{k} {(sw1[k] - sw0[k]) / jobs:.1f}" for k in sorted(sw1))
@@ -201,7 +199,7 @@ def run(args: argparse.Namespace, pg: PrivatePostgres, workdir: Path) -> None:
     worker += [] if args.deep_sample else ["--burst"]
     worker += ["--prefetch", str(args.prefetch)]
     if args.deep_sample:
-        ledger = workdir / "ledger.txt"
+        ledger = Ledger(workdir / "ledger.txt")
         jobs, elapsed, cpu, worker_cpu = deep(worker, env, args.deep_sample, ledger, pg)
     else:
         t0, cpu0, own0 = time.perf_counter(), server_cpu(pg), os.times()
